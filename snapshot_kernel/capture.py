@@ -1,0 +1,216 @@
+"""Per-thread capture of stdout and stderr, and a stdin that cells cannot block on.
+
+``install()`` replaces ``sys.stdout``, ``sys.stderr`` and ``sys.stdin`` once,
+process-wide, with streams that look up the calling thread's ``Capture``:
+the thread running a cell, or a thread that such a thread started while its
+cell was running. Every other thread, and a cell's thread after its capture
+closed, reads and writes the original streams.
+"""
+
+import collections
+import io
+import os
+import sys
+import threading
+
+_local = threading.local()
+_install_lock = threading.Lock()
+_THREAD_ATTR = "_snapshot_kernel_capture"
+
+
+class Capture:
+    """The stdout/stderr text of one execution, Jupyter-shaped.
+
+    Each stream keeps at most ``limit`` characters (None: no limit): the first
+    half and the last half, with a marker saying how much was left out, so a
+    cell that prints forever uses bounded memory.
+    """
+
+    def __init__(self, limit=None):
+        self.limit = limit
+        self.closed = False
+        self._lock = threading.Lock()
+        self._outputs = []
+        self._head_used = collections.Counter()
+        self._tails = collections.defaultdict(collections.deque)
+        self._tail_used = collections.Counter()
+        self._omitted = collections.Counter()
+
+    def write(self, name, text):
+        with self._lock:
+            if self.limit is None:
+                self._append(name, text)
+                return
+            head_room = self.limit // 2 - self._head_used[name]
+            if head_room > 0:
+                self._append(name, text[:head_room])
+                self._head_used[name] += len(text[:head_room])
+                text = text[head_room:]
+            if text:
+                self._keep_tail(name, text)
+
+    def _append(self, name, text):
+        last = self._outputs[-1] if self._outputs else None
+        if last is not None and last["name"] == name:
+            last["text"] += text
+        else:
+            self._outputs.append({"output_type": "stream", "name": name, "text": text})
+
+    def _keep_tail(self, name, text):
+        tail, room = self._tails[name], self.limit - self.limit // 2
+        tail.append(text)
+        self._tail_used[name] += len(text)
+        while self._tail_used[name] > room:
+            excess = self._tail_used[name] - room
+            first = tail.popleft()
+            if len(first) > excess:
+                tail.appendleft(first[excess:])
+            dropped = min(len(first), excess)
+            self._tail_used[name] -= dropped
+            self._omitted[name] += dropped
+
+    def outputs(self):
+        """The stream items so far, with each stream's kept tail at the end."""
+        with self._lock:
+            items = [dict(item) for item in self._outputs]
+            for name, tail in self._tails.items():
+                marker = ""
+                if self._omitted[name]:
+                    marker = f"\n[... {self._omitted[name]} characters of {name} omitted ...]\n"
+                items.append({"output_type": "stream", "name": name,
+                              "text": marker + "".join(tail)})
+            return items
+
+
+def current_capture():
+    """The open Capture of the calling thread, or None."""
+    capture = getattr(_local, "capture", None)
+    if capture is None:
+        capture = getattr(threading.current_thread(), _THREAD_ATTR, None)
+    if capture is not None and not capture.closed:
+        return capture
+    return None
+
+
+class capturing:
+    """Context manager: route this thread's output to ``capture`` until exit."""
+
+    def __init__(self, capture):
+        self.capture = capture
+
+    def __enter__(self):
+        _local.capture = self.capture
+        return self.capture
+
+    def __exit__(self, *exc_info):
+        self.capture.closed = True
+        _local.capture = None
+
+
+class ThreadSafeWriter(io.TextIOBase):
+    """A text stream that writes to the calling thread's capture, or to ``fallback``."""
+
+    def __init__(self, name, fallback):
+        super().__init__()
+        self.name = name
+        self.fallback = fallback
+
+    def write(self, text):
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        capture = current_capture()
+        if capture is None:
+            return self.fallback.write(text)
+        capture.write(self.name, text)
+        return len(text)
+
+    def flush(self):
+        if current_capture() is None:
+            self.fallback.flush()
+
+    def close(self):
+        """Ignored: the stream is shared by every thread in the process."""
+
+    def writable(self):
+        return True
+
+    def isatty(self):
+        return current_capture() is None and self.fallback.isatty()
+
+    def fileno(self):
+        if current_capture() is not None:
+            raise io.UnsupportedOperation(f"captured {self.name} has no file descriptor")
+        return self.fallback.fileno()
+
+    @property
+    def encoding(self):
+        return getattr(self.fallback, "encoding", None) or "utf-8"
+
+    @property
+    def errors(self):
+        return getattr(self.fallback, "errors", None) or "strict"
+
+
+class NoInput(io.TextIOBase):
+    """A stdin that fails at once in cells (nobody can type into them)."""
+
+    def __init__(self, fallback):
+        super().__init__()
+        self.fallback = fallback
+
+    def _refuse(self):
+        raise EOFError("input() and sys.stdin are not available in a snapshot-kernel "
+                       "cell: put the data in the code instead")
+
+    def read(self, size=-1):
+        if current_capture() is not None:
+            self._refuse()
+        return self.fallback.read(size)
+
+    def readline(self, size=-1):
+        if current_capture() is not None:
+            self._refuse()
+        return self.fallback.readline(size)
+
+    def readable(self):
+        return True
+
+    def fileno(self):
+        if current_capture() is not None:
+            raise io.UnsupportedOperation("stdin is not available in a cell")
+        return self.fallback.fileno()
+
+    def isatty(self):
+        return current_capture() is None and self.fallback.isatty()
+
+    @property
+    def encoding(self):
+        return getattr(self.fallback, "encoding", None) or "utf-8"
+
+
+def install():
+    """Put the capturing streams in place; idempotent and safe from any thread.
+
+    Streams replaced since (pytest swaps sys.stdout per test) are wrapped again.
+    """
+    with _install_lock:
+        if not isinstance(sys.stdout, ThreadSafeWriter):
+            sys.stdout = ThreadSafeWriter("stdout", sys.stdout or open(os.devnull, "w"))
+        if not isinstance(sys.stderr, ThreadSafeWriter):
+            sys.stderr = ThreadSafeWriter("stderr", sys.stderr or open(os.devnull, "w"))
+        if not isinstance(sys.stdin, NoInput):
+            sys.stdin = NoInput(sys.stdin or open(os.devnull))
+        if not getattr(threading.Thread.start, "_snapshot_kernel", False):
+            threading.Thread.start = _inheriting_start(threading.Thread.start)
+
+
+def _inheriting_start(start):
+    """Wrap Thread.start so a thread started by a cell writes to that cell's capture."""
+
+    def start_with_capture(self):
+        setattr(self, _THREAD_ATTR, current_capture())
+        return start(self)
+
+    start_with_capture._snapshot_kernel = True
+    start_with_capture.__doc__ = start.__doc__
+    return start_with_capture

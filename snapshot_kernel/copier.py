@@ -1,0 +1,285 @@
+"""Deep-copy a namespace so that the copy behaves like an independent process.
+
+``copy.deepcopy`` treats functions and classes as atomic, so a function copied
+with it keeps reading the globals of the namespace that defined it. The copier
+here follows deepcopy's protocol (``__deepcopy__``, copyreg, ``__reduce_ex__``)
+with one memo for the whole namespace, so aliases stay aliases at any depth,
+and in addition
+
+* rebinds functions whose ``__globals__`` is the source namespace to the target
+  namespace, copying their closure cells, defaults and ``__dict__``;
+* copies classes defined in the source namespace (metaclass ``type`` or
+  ``ABCMeta``), so class attributes are private to the copy and copied instances
+  are instances of the copied class;
+* shares by reference what it cannot copy: modules always, and any value whose
+  copy fails (locks, generators, open files, threads). A failure is contained
+  at the nearest top-level name, class attribute or element of a list, dict or
+  tuple; the reason is recorded under the top-level name.
+
+Not handled: objects whose own ``__deepcopy__`` calls ``copy.deepcopy`` copy
+their contents the standard way (functions inside keep their old globals);
+classes with other metaclasses (``Enum``, most ORMs) are shared.
+"""
+
+import abc
+import copyreg
+import threading
+import types
+import weakref
+
+_ATOMIC = frozenset({
+    type(None), int, float, bool, complex, str, bytes, range, type(Ellipsis),
+    type(NotImplemented), types.BuiltinFunctionType, types.CodeType,
+    types.ModuleType, types.MethodWrapperType, types.WrapperDescriptorType,
+    types.MethodDescriptorType, types.GetSetDescriptorType,
+    types.MemberDescriptorType, weakref.ref,
+})
+# These deep-copy "successfully" into something that no longer works.
+_LIVE_TYPES = (threading.Thread,)
+_COPYABLE_METACLASSES = (type, abc.ABCMeta)
+# Made afresh by the metaclass for every class, never carried over.
+_CLASS_SKIP = frozenset({"__dict__", "__weakref__", "_abc_impl"})
+
+
+class Uncopyable(Exception):
+    """A value could not be deep-copied."""
+
+
+def copy_namespace(source):
+    """Return ``(namespace, shared)``: a deep copy of the dict ``source`` and
+    ``{name: reason}`` for each name whose value is, wholly or partly, shared
+    by reference instead of copied.
+
+    Runs user code (``__deepcopy__``, ``__reduce_ex__``, ``__setstate__``,
+    ``__init_subclass__``), so call it where user exceptions are handled.
+    """
+    return _Copier(source).copy_all()
+
+
+class _Copier:
+    def __init__(self, source):
+        self.source = source
+        self.target = {}
+        self.memo = {id(source): self.target}
+        self.keep_alive = [source]
+        self.shared = {}
+        self.shared_reasons = {}
+        self.label = None
+
+    def copy_all(self):
+        for name, value in self.source.items():
+            self.label = name
+            self.target[name] = self.copy_or_share(value)
+        return self.target, self.shared
+
+    def copy_or_share(self, value):
+        """Copy ``value``; if that fails, forget the partial copy and share it."""
+        mark = len(self.memo)
+        try:
+            return self.copy(value)
+        except Uncopyable as exc:
+            self._rollback(mark)
+            self.shared_reasons[id(value)] = str(exc)
+            self.memo[id(value)] = value
+            self.keep_alive.append(value)
+            self._note_shared(str(exc))
+            return value
+
+    def _note_shared(self, reason):
+        self.shared.setdefault(self.label, reason)
+
+    def _rollback(self, mark):
+        """Forget every copy made since the memo had ``mark`` entries."""
+        for key in list(reversed(self.memo))[:len(self.memo) - mark]:
+            del self.memo[key]
+
+    def copy(self, obj):
+        """Return the copy of ``obj``, raising Uncopyable if it has none."""
+        key = id(obj)
+        if key in self.memo:
+            if key in self.shared_reasons:
+                self._note_shared(self.shared_reasons[key])
+            return self.memo[key]
+        cls = type(obj)
+        if cls in _ATOMIC:
+            return obj
+        try:
+            new = self._copy_new(obj, cls)
+        except Uncopyable:
+            raise
+        except RecursionError:
+            raise Uncopyable("too deeply nested to copy") from None
+        except Exception as exc:  # user __reduce_ex__/__setstate__/...: any failure means "cannot be copied"
+            raise Uncopyable(f"cannot be deep-copied: {type(exc).__name__}: {exc}") from None
+        if new is not obj:
+            self.keep_alive.append(obj)
+        self.memo[key] = new
+        return new
+
+    def _copy_new(self, obj, cls):
+        handler = self._dispatch.get(cls)
+        if handler is not None:
+            return handler(self, obj)
+        if isinstance(obj, type):
+            return self._copy_class(obj)
+        if isinstance(obj, _LIVE_TYPES):
+            raise Uncopyable(f"a {cls.__name__} is a live resource")
+        return self._copy_object(obj)
+
+    # -- containers: each element is copied, or shared alone --------------------
+
+    def _copy_list(self, obj):
+        new = []
+        self.memo[id(obj)] = new
+        new.extend(self.copy_or_share(item) for item in obj)
+        return new
+
+    def _copy_dict(self, obj):
+        new = {}
+        self.memo[id(obj)] = new
+        for key, value in obj.items():
+            new[self.copy_or_share(key)] = self.copy_or_share(value)
+        return new
+
+    def _copy_tuple(self, obj):
+        items = [self.copy_or_share(item) for item in obj]
+        if id(obj) in self.memo:  # a cycle through a mutable item copied it already
+            return self.memo[id(obj)]
+        if all(a is b for a, b in zip(items, obj)):
+            return obj
+        return tuple(items)
+
+    # -- functions and what wraps them ----------------------------------------
+
+    def _copy_function(self, fn):
+        if fn.__globals__ is not self.source:
+            return fn  # library code: shared, like the module that defines it
+        cells = tuple(self._empty_cell(cell) for cell in fn.__closure__ or ())
+        new = types.FunctionType(fn.__code__, self.target, fn.__name__, None,
+                                 cells or None)
+        self.memo[id(fn)] = new  # before the contents: they may refer back to fn
+        for cell, twin in zip(fn.__closure__ or (), cells):
+            self._fill_cell(cell, twin)
+        new.__defaults__ = self.copy(fn.__defaults__)
+        new.__kwdefaults__ = self.copy(fn.__kwdefaults__)
+        new.__annotations__ = self.copy(fn.__annotations__)
+        new.__dict__.update(self.copy(fn.__dict__))
+        new.__qualname__ = fn.__qualname__
+        new.__module__ = fn.__module__
+        new.__doc__ = fn.__doc__
+        if hasattr(fn, "__type_params__"):
+            new.__type_params__ = fn.__type_params__
+        return new
+
+    def _empty_cell(self, cell):
+        twin = self.memo.get(id(cell))
+        if twin is None:
+            twin = self.memo[id(cell)] = types.CellType()
+            self.keep_alive.append(cell)
+        return twin
+
+    def _fill_cell(self, cell, twin):
+        try:
+            contents = cell.cell_contents
+        except ValueError:  # an empty cell: the variable is not bound yet
+            return
+        twin.cell_contents = self.copy(contents)
+
+    def _copy_cell(self, cell):
+        twin = self._empty_cell(cell)
+        self._fill_cell(cell, twin)
+        return twin
+
+    def _copy_wrapper(self, obj):
+        return type(obj)(self.copy(obj.__func__))
+
+    def _copy_property(self, obj):
+        return type(obj)(self.copy(obj.fget), self.copy(obj.fset),
+                         self.copy(obj.fdel), obj.__doc__)
+
+    def _copy_method(self, obj):
+        return types.MethodType(self.copy(obj.__func__), self.copy(obj.__self__))
+
+    _dispatch = {
+        list: _copy_list,
+        dict: _copy_dict,
+        tuple: _copy_tuple,
+        types.FunctionType: _copy_function,
+        types.CellType: _copy_cell,
+        staticmethod: _copy_wrapper,
+        classmethod: _copy_wrapper,
+        property: _copy_property,
+        types.MethodType: _copy_method,
+    }
+
+    # -- classes ----------------------------------------------------------------
+
+    def _copy_class(self, cls):
+        if cls.__module__ != self.source.get("__name__"):
+            return cls  # defined by a module: shared with it
+        if type(cls) not in _COPYABLE_METACLASSES:
+            raise Uncopyable(f"class {cls.__qualname__} has metaclass "
+                             f"{type(cls).__name__}, which is not copied")
+        bases = tuple(self.copy(base) for base in cls.__bases__)
+        body = cls.__dict__
+        init = {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                "__doc__": body.get("__doc__")}
+        if "__slots__" in body:
+            init["__slots__"] = body["__slots__"]
+        new = type(cls)(cls.__name__, bases, init)
+        self.memo[id(cls)] = new  # before the attributes: methods refer back to it
+        for name, value in body.items():
+            if name not in init and name not in _CLASS_SKIP and not _is_slot_of(value, cls):
+                setattr(new, name, self.copy_or_share(value))
+        if getattr(cls, "__abstractmethods__", None):
+            new.__abstractmethods__ = cls.__abstractmethods__
+        return new
+
+    # -- everything else: copyreg and __reduce_ex__, as copy.deepcopy does -------
+
+    def _copy_object(self, obj):
+        deep = getattr(obj, "__deepcopy__", None)
+        if deep is not None:
+            return self._recast(deep(self.memo))
+        reducer = copyreg.dispatch_table.get(type(obj))
+        rv = reducer(obj) if reducer is not None else obj.__reduce_ex__(4)
+        if isinstance(rv, str):
+            return obj  # a global looked up by name: the same object
+        return self._reconstruct(obj, *rv)
+
+    def _recast(self, new):
+        """Move a result of a custom ``__deepcopy__`` onto the copied class."""
+        twin = self.memo.get(id(type(new)))
+        if isinstance(twin, type) and twin is not type(new):
+            new.__class__ = twin
+        return new
+
+    def _reconstruct(self, obj, func, args, state=None, listiter=None,
+                     dictiter=None, *_):
+        new = func(*self.copy(args))
+        self.memo[id(obj)] = new
+        if state is not None:
+            _set_state(new, self.copy(state))
+        for item in listiter or ():
+            new.append(self.copy_or_share(item))
+        for key, value in dictiter or ():
+            new[self.copy_or_share(key)] = self.copy_or_share(value)
+        return new
+
+
+def _set_state(new, state):
+    """Apply a reduce ``state`` the way ``copy._reconstruct`` does."""
+    if hasattr(new, "__setstate__"):
+        new.__setstate__(state)
+        return
+    slots = None
+    if isinstance(state, tuple) and len(state) == 2:
+        state, slots = state
+    if state:
+        new.__dict__.update(state)
+    for key, value in (slots or {}).items():
+        setattr(new, key, value)
+
+
+def _is_slot_of(value, cls):
+    return isinstance(value, types.MemberDescriptorType) and value.__objclass__ is cls

@@ -1,0 +1,25 @@
+import pytest
+import webtest
+
+from snapshot_kernel.kernel import SnapshotKernel
+from snapshot_kernel.main import create_app
+
+TOKEN = "test-token-\u00e9"  # non-ASCII on purpose: tokens are compared as UTF-8 bytes
+
+
+@pytest.fixture
+def kernel():
+    return SnapshotKernel()
+
+
+@pytest.fixture
+def anonymous(kernel):
+    """A WebTest client that presents no token."""
+    return webtest.TestApp(create_app(kernel, TOKEN))
+
+
+@pytest.fixture
+def app(anonymous):
+    """A WebTest client that presents the token as a Bearer header."""
+    anonymous.authorization = ("Bearer", TOKEN)
+    return anonymous
