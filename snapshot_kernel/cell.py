@@ -9,11 +9,13 @@ frames are dropped from tracebacks.
 import ast
 import io
 import linecache
+import os
 import reprlib
 import tokenize
 import traceback
 
 CELL_FILENAME_PREFIX = "<cell-"
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def call_user(fn, *args):
@@ -70,15 +72,24 @@ def error_dict(exc):
 
     Drops the traceback objects afterwards: they pin the cell's namespace.
     """
-    tb = exc.__traceback__
-    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(CELL_FILENAME_PREFIX):
-        tb = tb.tb_next
-    lines = traceback.format_exception(type(exc), exc, tb)
+    report = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    _hide_kernel_frames(report)
+    lines = list(report.format())
     evalue, _ = call_user(str, exc)
     _drop_tracebacks(exc)
     return {"ename": type(exc).__name__,
             "evalue": evalue if evalue is not None else "<str() failed>",
             "traceback": lines}
+
+
+def _hide_kernel_frames(report):
+    """Remove this package's frames from ``report`` and the exceptions chained to it."""
+    seen = set()
+    while report is not None and id(report) not in seen:
+        seen.add(id(report))
+        report.stack[:] = [frame for frame in report.stack
+                           if not frame.filename.startswith(_PACKAGE_DIR)]
+        report = report.__cause__ or report.__context__
 
 
 def _drop_tracebacks(exc):

@@ -37,6 +37,8 @@ _ATOMIC = frozenset({
 # These deep-copy "successfully" into something that no longer works.
 _LIVE_TYPES = (threading.Thread,)
 _COPYABLE_METACLASSES = (type, abc.ABCMeta)
+# Class attributes that hold functions, which must be rebound even under dunder names.
+_CODE_CARRIERS = (types.FunctionType, staticmethod, classmethod, property)
 # Made afresh by the metaclass for every class, never carried over.
 _CLASS_SKIP = frozenset({"__dict__", "__weakref__", "_abc_impl"})
 
@@ -65,6 +67,7 @@ class _Copier:
         self.shared = {}
         self.shared_reasons = {}
         self.label = None
+        self.inside_object = 0  # > 0 while copying an object's reduce args and state
 
     def copy_all(self):
         for name, value in self.source.items():
@@ -73,7 +76,14 @@ class _Copier:
         return self.target, self.shared
 
     def copy_or_share(self, value):
-        """Copy ``value``; if that fails, forget the partial copy and share it."""
+        """Copy ``value``; if that fails, forget the partial copy and share it.
+
+        Inside an object's state a failure is the whole object's: an object
+        copied with some of its parts shared (a Barrier with its Condition
+        shared but its count copied) would be neither the original nor a copy.
+        """
+        if self.inside_object:
+            return self.copy(value)
         mark = len(self.memo)
         try:
             return self.copy(value)
@@ -217,6 +227,13 @@ class _Copier:
     def _copy_class(self, cls):
         if cls.__module__ != self.source.get("__name__"):
             return cls  # defined by a module: shared with it
+        outer, self.inside_object = self.inside_object, 0  # a class is a unit of its own
+        try:
+            return self._copy_own_class(cls)
+        finally:
+            self.inside_object = outer
+
+    def _copy_own_class(self, cls):
         if type(cls) not in _COPYABLE_METACLASSES:
             raise Uncopyable(f"class {cls.__qualname__} has metaclass "
                              f"{type(cls).__name__}, which is not copied")
@@ -229,7 +246,11 @@ class _Copier:
         new = type(cls)(cls.__name__, bases, init)
         self.memo[id(cls)] = new  # before the attributes: methods refer back to it
         for name, value in body.items():
-            if name not in init and name not in _CLASS_SKIP and not _is_slot_of(value, cls):
+            if name in init or name in _CLASS_SKIP or _is_slot_of(value, cls):
+                continue
+            if _is_dunder(name) and not isinstance(value, _CODE_CARRIERS):
+                setattr(new, name, value)  # Python's or a library's metadata (__dataclass_fields__)
+            else:
                 setattr(new, name, self.copy_or_share(value))
         if getattr(cls, "__abstractmethods__", None):
             new.__abstractmethods__ = cls.__abstractmethods__
@@ -254,8 +275,14 @@ class _Copier:
             new.__class__ = twin
         return new
 
-    def _reconstruct(self, obj, func, args, state=None, listiter=None,
-                     dictiter=None, *_):
+    def _reconstruct(self, obj, *reduced):
+        self.inside_object += 1
+        try:
+            return self._rebuild(obj, *reduced)
+        finally:
+            self.inside_object -= 1
+
+    def _rebuild(self, obj, func, args, state=None, listiter=None, dictiter=None, *_):
         new = func(*self.copy(args))
         self.memo[id(obj)] = new
         if state is not None:
@@ -279,6 +306,10 @@ def _set_state(new, state):
         new.__dict__.update(state)
     for key, value in (slots or {}).items():
         setattr(new, key, value)
+
+
+def _is_dunder(name):
+    return name.startswith("__") and name.endswith("__")
 
 
 def _is_slot_of(value, cls):

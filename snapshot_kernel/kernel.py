@@ -186,6 +186,7 @@ class SnapshotKernel:
 
         Blocks until the cell finishes. Returns the reply dict of the HTTP API.
         """
+        capture.install()  # again: a host such as pytest may have swapped sys.stdout since
         exec_id = exec_id if exec_id is not None else uuid.uuid4().hex
         check_name(exec_id, "exec_id")
         if new_state_name is not None:

@@ -1,0 +1,198 @@
+"""Parallel executions, output isolation, interrupts and resets, at the kernel level."""
+
+import threading
+import time
+
+import pytest
+
+import helpers
+from helpers import ok, stdout
+from snapshot_kernel.kernel import ExecutionExists, StateExists, UnknownExecution
+
+WAIT = 10  # seconds; every wait in these tests is bounded by it
+
+
+def in_background(kernel, code, state="initial", **kwargs):
+    """Start an execution in a thread; return a function that waits for its reply."""
+    replies = []
+    thread = threading.Thread(target=lambda: replies.append(kernel.execute(code, state, **kwargs)))
+    thread.start()
+
+    def reply():
+        thread.join(WAIT)
+        assert not thread.is_alive(), "the execution did not finish"
+        return replies[0]
+
+    return reply
+
+
+@pytest.fixture
+def signal_name():
+    """A fresh threading.Event, reachable from cells as helpers.<name>."""
+    name = f"event_{time.monotonic_ns()}"
+    setattr(helpers, name, threading.Event())
+    yield name
+    delattr(helpers, name)
+
+
+@pytest.fixture
+def uncaught(monkeypatch):
+    """Exceptions that escaped any thread: a KeyboardInterrupt here would have
+    reached an HTTP worker in the real server."""
+    escaped = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_type))
+    return escaped
+
+
+def test_executions_run_in_parallel(kernel):
+    parent = ok(kernel, "import threading\nbarrier = threading.Barrier(3)")["state_name"]
+    waiters = [in_background(kernel, "barrier.wait(timeout=5)", parent) for _ in range(3)]
+    for reply in waiters:
+        assert reply()["error"] is None  # serialized executions would break the barrier
+
+
+def test_output_of_concurrent_executions_never_mixes(kernel):
+    code = ("import time\n"
+            "for i in range(200):\n"
+            "    print('{tag}', i)\n"
+            "    if i % 20 == 0:\n"
+            "        time.sleep(0.001)\n"
+            "import sys; print('{tag}-err', file=sys.stderr)")
+    waiters = {tag: in_background(kernel, code.format(tag=tag)) for tag in "abcdef"}
+    for tag, reply in waiters.items():
+        result = reply()
+        assert stdout(result) == "".join(f"{tag} {i}\n" for i in range(200))
+        stderr = [item["text"] for item in result["output"] if item.get("name") == "stderr"]
+        assert stderr == [f"{tag}-err\n"]
+
+
+def test_threads_a_cell_starts_print_into_its_output(kernel):
+    code = ("import threading\n"
+            "t = threading.Thread(target=lambda: print('from the thread'))\n"
+            "t.start(); t.join()")
+    assert stdout(ok(kernel, code)) == "from the thread\n"
+
+
+def test_threads_outliving_their_cell_do_not_print_into_other_cells(kernel, signal_name):
+    ok(kernel, f"import threading, time, helpers\n"
+               f"def later():\n"
+               f"    helpers.{signal_name}.wait(5)\n"
+               f"    print('late line')\n"
+               f"threading.Thread(target=later).start()")
+    reply = in_background(kernel, "import time\ntime.sleep(0.3)\nprint('mine')")
+    getattr(helpers, signal_name).set()
+    assert stdout(reply()) == "mine\n"
+
+
+def test_interrupt_stops_a_busy_loop_and_keeps_earlier_output(kernel, signal_name):
+    code = f"import helpers\nprint('before')\nhelpers.{signal_name}.set()\nwhile True:\n    pass"
+    reply = in_background(kernel, code, exec_id="loop")
+    assert getattr(helpers, signal_name).wait(WAIT)
+    kernel.interrupt("loop")
+    result = reply()
+    assert result["error"]["ename"] == "KeyboardInterrupt"
+    assert result["state_name"] is None
+    assert stdout(result) == "before\n"
+    assert kernel.state_names() == ["initial"]
+
+
+def test_interrupt_before_the_cell_starts_still_stops_it(kernel):
+    # Whatever phase the execution is in when the interrupt arrives, it is stopped.
+    for attempt in range(20):
+        reply = in_background(kernel, "while True:\n    pass", exec_id=f"early-{attempt}")
+        while True:
+            try:
+                kernel.interrupt(f"early-{attempt}")
+                break
+            except UnknownExecution:
+                time.sleep(0.0005)  # not registered yet
+        assert reply()["error"]["ename"] == "KeyboardInterrupt"
+
+
+def test_an_interrupt_only_affects_its_target(kernel, signal_name):
+    event = getattr(helpers, signal_name)
+    loop = f"import helpers, time\nwhile not helpers.{signal_name}.is_set():\n    time.sleep(0.001)\n'done'"
+    target = in_background(kernel, loop, exec_id="target")
+    bystander = in_background(kernel, loop, exec_id="bystander")
+    time.sleep(0.2)
+    kernel.interrupt("target")
+    assert target()["error"]["ename"] == "KeyboardInterrupt"
+    event.set()
+    assert bystander()["error"] is None
+
+
+@pytest.mark.parametrize("exec_id", ["never-ran", ""])
+def test_interrupting_an_unknown_execution_is_an_error(kernel, exec_id):
+    with pytest.raises(UnknownExecution):
+        kernel.interrupt(exec_id)
+
+
+def test_interrupting_a_finished_execution_is_an_error(kernel):
+    ok(kernel, "1", exec_id="done")
+    with pytest.raises(UnknownExecution):
+        kernel.interrupt("done")
+
+
+def test_interrupts_racing_the_end_of_cells_never_land_elsewhere(kernel, uncaught):
+    """Hundreds of interrupts timed to arrive as short cells finish, beside a
+    stream of ordinary cells that must all succeed."""
+    ordinary_results = []
+
+    def ordinary_stream():
+        for i in range(150):
+            ordinary_results.append(kernel.execute(f"x = {i}\nsum(range(200))", "initial"))
+
+    stream = threading.Thread(target=ordinary_stream)
+    stream.start()
+    racing = []
+    for i in range(300):
+        reply = in_background(kernel, "sum(range(2000))", exec_id=f"race-{i}")
+        time.sleep(0.0001 * (i % 7))
+        try:
+            kernel.interrupt(f"race-{i}")
+        except UnknownExecution:
+            pass  # it finished first: a 404, which is fine
+        racing.append(reply())
+    stream.join(60)
+    assert [r["error"] for r in ordinary_results] == [None] * 150
+    for result in racing:
+        if result["error"] is None:
+            assert result["state_name"] in kernel.state_names()
+        else:
+            assert result["error"]["ename"] == "KeyboardInterrupt"
+            assert result["state_name"] is None
+    assert uncaught == []
+    assert ok(kernel, "'still fine'")["error"] is None
+
+
+def test_a_running_exec_id_cannot_be_reused(kernel, signal_name):
+    code = f"import helpers\nhelpers.{signal_name}.wait(5)"
+    reply = in_background(kernel, code, exec_id="busy")
+    time.sleep(0.1)
+    with pytest.raises(ExecutionExists):
+        kernel.execute("1", "initial", exec_id="busy")
+    getattr(helpers, signal_name).set()
+    assert reply()["error"] is None
+
+
+def test_a_new_state_name_is_reserved_while_its_execution_runs(kernel, signal_name):
+    code = f"import helpers\nhelpers.{signal_name}.wait(5)"
+    reply = in_background(kernel, code, new_state_name="wanted")
+    time.sleep(0.1)
+    with pytest.raises(StateExists):
+        kernel.execute("1", "initial", new_state_name="wanted")
+    getattr(helpers, signal_name).set()
+    assert reply()["state_name"] == "wanted"
+
+
+def test_reset_during_an_execution_stores_nothing_from_it(kernel, signal_name):
+    parent = ok(kernel, "x = 1", new_state_name="before-reset")["state_name"]
+    code = f"import helpers, time\nhelpers.{signal_name}.set()\ntime.sleep(0.5)\nx = 2"
+    reply = in_background(kernel, code, parent, new_state_name="during")
+    assert getattr(helpers, signal_name).wait(WAIT)
+    assert kernel.reset() == ["initial"]
+    result = reply()
+    assert result["error"]["ename"] == "KernelReset"
+    assert result["state_name"] is None
+    assert kernel.state_names() == ["initial"]
+    assert ok(kernel, "1", new_state_name="during")["state_name"] == "during"

@@ -1,0 +1,257 @@
+"""A state behaves like a Python process whose __main__ globals hold its values.
+
+Kernel-level tests, no HTTP: each one runs cells the way a user would and
+checks what the user sees.
+"""
+
+import sys
+import weakref
+
+import pytest
+
+from helpers import ok, printed, result, stdout
+
+
+def branch(kernel, setup):
+    """Run ``setup`` on initial and return the new state's name."""
+    return ok(kernel, setup)["state_name"]
+
+
+# -- functions read the globals of the state they run in ------------------------------
+
+GLOBALS_CASES = {
+    "function": "def f(): return x",
+    "lambda": "f = lambda: x",
+    "method": "class C:\n    def get(self): return x\nf = C().get",
+    "staticmethod": "class C:\n    @staticmethod\n    def get(): return x\nf = C.get",
+    "classmethod": "class C:\n    @classmethod\n    def get(cls): return x\nf = C.get",
+    "property": "class C:\n    @property\n    def get(self): return x\nf = lambda: C().get",
+    "decorated": ("import functools\n"
+                  "def deco(fn):\n"
+                  "    @functools.wraps(fn)\n"
+                  "    def wrapper(): return fn()\n"
+                  "    return wrapper\n"
+                  "@deco\n"
+                  "def f(): return x"),
+    "partial": "import functools\ndef g(k): return x * k\nf = functools.partial(g, 1)",
+    "nested in a dict": "def g(): return x\nf = {'fn': [g]}['fn'][0]",
+}
+
+
+@pytest.mark.parametrize("definition", GLOBALS_CASES.values(), ids=GLOBALS_CASES.keys())
+def test_functions_see_the_globals_of_the_state_they_run_in(kernel, definition):
+    parent = branch(kernel, "x = 5\n" + definition)
+    assert printed(kernel, "x = 7\nprint(f())", parent) == "7\n"
+    assert printed(kernel, "print(f())", parent) == "5\n"
+
+
+def test_functions_called_from_a_thread_the_cell_starts_see_its_globals(kernel):
+    parent = branch(kernel, "import threading\nx = 5\ndef f(): out.append(x)")
+    code = "out = []\nx = 9\nt = threading.Thread(target=f)\nt.start()\nt.join()\nprint(out)"
+    assert printed(kernel, code, parent) == "[9]\n"
+
+
+def test_global_writes_land_in_the_new_state_only(kernel):
+    parent = branch(kernel, "n = 0\ndef bump():\n    global n\n    n += 1")
+    child = ok(kernel, "bump(); bump()", parent)["state_name"]
+    assert printed(kernel, "print(n)", child) == "2\n"
+    assert printed(kernel, "print(n)", parent) == "0\n"
+
+
+# -- aliases and isolation ----------------------------------------------------------------
+
+def test_shared_objects_stay_shared_at_any_depth(kernel):
+    parent = branch(kernel, "a = b = []\nc = [a]\nd = {'deep': {'list': a}}\nt = (a, 1)")
+    code = ("a.append(1)\n"
+            "print(b, c, d['deep']['list'], t[0], a is b, c[0] is a, t[0] is a)")
+    assert printed(kernel, code, parent) == "[1] [[1]] [1] [1] True True True\n"
+
+
+def test_self_referencing_structures_are_copied(kernel):
+    parent = branch(kernel, "l = []\nl.append(l)\nd = {}\nd['me'] = d")
+    assert printed(kernel, "print(l[0] is l, d['me'] is d)", parent) == "True True\n"
+
+
+MUTATIONS = {
+    "list": ("data = [1]", "data.append(2)", "print(data)"),
+    "closure": ("def counter():\n    n = 0\n    def inc():\n        nonlocal n\n"
+                "        n += 1\n        return n\n    return inc\ninc = counter()",
+                "inc(); inc()", "print(inc())"),
+    "mutable default": ("def add(item, acc=[]):\n    acc.append(item)\n    return acc",
+                        "add(1); add(2)", "print(add(0))"),
+    "class attribute": ("class C:\n    items = []", "C.items.append(1)", "print(C.items)"),
+    "instance attribute": ("class C:\n    pass\nc = C()\nc.v = [0]", "c.v.append(1)",
+                           "print(c.v)"),
+}
+
+
+@pytest.mark.parametrize("setup, mutate, show", MUTATIONS.values(), ids=MUTATIONS.keys())
+def test_a_branch_never_sees_another_branchs_mutations(kernel, setup, mutate, show):
+    parent = branch(kernel, setup)
+    before = printed(kernel, show, parent)
+    left = ok(kernel, mutate, parent)["state_name"]
+    right = ok(kernel, mutate + "\n" + mutate, parent)["state_name"]
+    assert printed(kernel, show, parent) == before
+    assert printed(kernel, show, left) != before
+    assert printed(kernel, show, right) not in (before, printed(kernel, show, left))
+
+
+def test_the_source_state_is_unchanged_after_a_failed_cell(kernel):
+    parent = branch(kernel, "data = [1]")
+    reply = kernel.execute("data.append(2)\nraise ValueError('boom')", parent)
+    assert reply["error"]["ename"] == "ValueError"
+    assert printed(kernel, "print(data)", parent) == "[1]\n"
+
+
+# -- classes, instances, enums, dataclasses -------------------------------------------------
+
+def test_instances_keep_their_class(kernel):
+    parent = branch(kernel, "class C:\n    pass\nc = C()")
+    assert printed(kernel, "print(isinstance(c, C), type(c) is C)", parent) == "True True\n"
+
+
+def test_super_and_inheritance_work_on_copied_classes(kernel):
+    parent = branch(kernel, ("import abc\n"
+                             "class Base(abc.ABC):\n"
+                             "    @abc.abstractmethod\n"
+                             "    def name(self): return 'base'\n"
+                             "class Impl(Base):\n"
+                             "    def name(self): return 'impl:' + super().name()\n"
+                             "i = Impl()"))
+    code = ("print(i.name(), isinstance(i, Base), issubclass(Impl, Base))\n"
+            "try:\n    Base()\nexcept TypeError:\n    print('abstract')")
+    assert printed(kernel, code, parent) == "impl:base True True\nabstract\n"
+
+
+def test_enum_members_keep_identity(kernel):
+    parent = branch(kernel, "import enum\nclass Color(enum.Enum):\n    RED = 1\nc = Color.RED")
+    code = "print(c is Color.RED, Color(1) is c, c in Color)"
+    assert printed(kernel, code, parent) == "True True True\n"
+
+
+def test_dataclasses_keep_working(kernel):
+    parent = branch(kernel, ("import dataclasses\n"
+                             "@dataclasses.dataclass\n"
+                             "class P:\n"
+                             "    a: int\n"
+                             "    b: list = dataclasses.field(default_factory=list)\n"
+                             "p = P(1)"))
+    code = ("p.b.append(2)\n"
+            "print(p, p == P(1, [2]), [f.name for f in dataclasses.fields(p)], "
+            "dataclasses.asdict(p))")
+    assert printed(kernel, code, parent) == "P(a=1, b=[2]) True ['a', 'b'] {'a': 1, 'b': [2]}\n"
+    assert printed(kernel, "print(p)", parent) == "P(a=1, b=[])\n"
+
+
+# -- what a script expects of __main__ -------------------------------------------------------
+
+def test_name_is_main_so_main_blocks_run(kernel):
+    code = "def main():\n    print('ran')\nif __name__ == '__main__':\n    main()"
+    assert stdout(ok(kernel, code)) == "ran\n"
+
+
+def test_tracebacks_point_at_the_cell_and_hide_the_kernel(kernel):
+    reply = kernel.execute("x = 1\ndef f():\n    return 1 / 0\nf()", "initial")
+    text = "".join(reply["error"]["traceback"])
+    assert reply["error"]["ename"] == "ZeroDivisionError"
+    assert 'line 4, in <module>' in text and "    f()" in text
+    assert "line 3, in f" in text and "return 1 / 0" in text
+    assert "snapshot_kernel" not in text
+
+
+def test_syntax_errors_are_the_cells_error(kernel):
+    reply = kernel.execute("x = (1,\n", "initial")
+    assert reply["error"]["ename"] == "SyntaxError"
+    assert reply["state_name"] is None
+    assert "snapshot_kernel" not in "".join(reply["error"]["traceback"])
+
+
+def test_input_fails_at_once_with_a_clear_error(kernel):
+    reply = kernel.execute("name = input('name? ')", "initial")
+    assert reply["error"]["ename"] == "EOFError"
+    assert "not available" in reply["error"]["evalue"]
+    assert "snapshot_kernel" not in "".join(reply["error"]["traceback"])
+
+
+@pytest.mark.parametrize("code, ename", [
+    ("import sys; sys.exit()", "SystemExit"),
+    ("import sys; sys.exit(3)", "SystemExit"),
+    ("raise SystemExit", "SystemExit"),
+    ("raise KeyboardInterrupt", "KeyboardInterrupt"),
+])
+def test_exiting_is_an_error_of_the_cell(kernel, code, ename):
+    reply = kernel.execute("print('before')\n" + code, "initial")
+    assert reply["error"]["ename"] == ename
+    assert reply["state_name"] is None
+    assert stdout(reply) == "before\n"
+    assert ok(kernel, "1 + 1")["state_name"] in kernel.state_names()
+
+
+# -- shown values ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("code, shown", [
+    ("1 + 1", "2"),
+    ("x = 3\nx", "3"),
+    ("'text'", "'text'"),
+    ("None", None),
+    ("x = 3", None),
+    ("1 + 1;", None),
+    ("1 + 1;  # a comment", None),
+    ("print('hi')", None),
+    ("[1, 2][0]", "1"),
+])
+def test_the_last_expression_is_shown_unless_none_or_silenced(kernel, code, shown):
+    assert result(ok(kernel, code)) == shown
+
+
+# -- what is shared and said to be -------------------------------------------------------------
+
+def test_modules_are_shared_by_reference(kernel):
+    parent = branch(kernel, "import json")
+    assert printed(kernel, "import sys\nprint(json is sys.modules['json'])", parent) == "True\n"
+
+
+def test_uncopyable_values_are_shared_usable_and_recorded(kernel):
+    parent = branch(kernel, ("import threading\n"
+                             "lock = threading.Lock()\n"
+                             "gen = (i for i in range(10))\n"
+                             "f = open(__import__('os').devnull)\n"
+                             "holder = {'lock': lock, 'data': [1]}\n"
+                             "plain = [1]"))
+    code = "with lock:\n    pass\nprint(next(gen), f.read(), holder['lock'] is lock)"
+    assert printed(kernel, code, parent) == "0  True\n"
+    shared = kernel.describe(parent)["shared"]
+    assert {"lock", "gen", "f", "holder"} <= set(shared)
+    assert "plain" not in shared
+    assert "lock" in shared["lock"]
+
+
+def test_a_container_holding_something_uncopyable_still_isolates_the_rest(kernel):
+    parent = branch(kernel, "import threading\nholder = {'lock': threading.Lock(), 'data': [1]}")
+    ok(kernel, "holder['data'].append(2)", parent)
+    assert printed(kernel, "print(holder['data'])", parent) == "[1]\n"
+
+
+def test_describe_lists_variables_without_dunders(kernel):
+    name = ok(kernel, "x = 1\n__hidden__ = 2\nimport json")["state_name"]
+    variables = kernel.describe(name)["variables"]
+    assert variables["x"] == {"type": "int", "repr": "1"}
+    assert variables["json"]["type"] == "module"
+    assert not [key for key in variables if key.startswith("__")]
+
+
+# -- no request leaves frames behind -----------------------------------------------------------
+
+def test_a_failed_cell_leaves_no_frames_pinning_its_namespace(kernel):
+    parent = branch(kernel, "import weakref\nclass Big:\n    pass")
+    reply = kernel.execute("big = Big()\nimport builtins\n"
+                           "builtins._probe = weakref.ref(big)\nraise ValueError", parent)
+    assert reply["error"]["ename"] == "ValueError"
+    import builtins
+    probe = builtins.__dict__.pop("_probe")
+    assert probe() is None  # freed by reference counting alone: no cycle through a frame
+
+
+def test_traceback_objects_are_not_kept(kernel):
+    kernel.execute("raise ValueError('x')", "initial")
+    assert getattr(sys, "last_traceback", None) is None
