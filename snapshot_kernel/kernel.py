@@ -12,6 +12,7 @@ Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 import builtins
 import itertools
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -22,14 +23,22 @@ from .copier import copy_namespace
 
 INITIAL = "initial"
 MAX_NAME_LENGTH = 128
-DEFAULT_REPR_LIMIT = 2000
+DEFAULT_TIMEOUT = 600.0      # seconds a cell may run unless the request says otherwise
+DEFAULT_GRACE = 2.0          # seconds an interrupted cell gets to stop before it is called stuck
+DEFAULT_OUTPUT_LIMIT = 20000  # characters kept per stream, and of the last expression's repr
+DEFAULT_REPR_LIMIT = 2000    # characters of each variable's repr in describe()
+POLL = 0.1                   # seconds between a waiting request's deadline checks
 
 
 class KernelError(Exception):
     """A request the kernel refuses; the message says what to do instead."""
 
 
-class InvalidName(KernelError):
+class InvalidArgument(KernelError):
+    pass
+
+
+class InvalidName(InvalidArgument):
     pass
 
 
@@ -90,12 +99,27 @@ class Execution:
     generation: int
     capture: capture.Capture
     filename: str
+    timeout: Optional[float]
+    output_limit: Optional[int]
     phase: str = STARTING
     thread_id: Optional[int] = None
     interrupt_requested: bool = False
     interrupt_sent: bool = False
+    interrupt_reason: Optional[str] = None  # "request", "timeout", "reset" or "shutdown"
+    interrupted_at: Optional[float] = None
+    stuck: bool = False
+    started: float = field(default_factory=time.monotonic)
+    started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
     finished: threading.Event = field(default_factory=threading.Event)
     reply: Optional[dict] = None
+
+    def summary(self):
+        return {"exec_id": self.exec_id, "state_name": self.state_name,
+                "new_state_name": self.new_state_name, "started": self.started_at,
+                "elapsed": round(time.monotonic() - self.started, 3),
+                "timeout": self.timeout, "interrupted": self.interrupt_reason is not None,
+                "interrupt_reason": self.interrupt_reason, "stuck": self.stuck,
+                "thread_id": self.thread_id}
 
 
 def check_name(name, what="state name"):
@@ -119,15 +143,21 @@ def fresh_namespace():
 class SnapshotKernel:
     """Holds the states and runs cells against them, each in its own thread."""
 
-    def __init__(self, repr_limit=DEFAULT_REPR_LIMIT, output_limit=None):
+    def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
+                 repr_limit=DEFAULT_REPR_LIMIT, grace=DEFAULT_GRACE):
+        """``timeout`` and ``output_limit`` are defaults for executions (None: no limit)."""
         capture.install()
-        self.repr_limit = repr_limit
+        interrupt.install()
+        self.timeout = timeout
         self.output_limit = output_limit
+        self.repr_limit = repr_limit
+        self.grace = grace
         self._lock = threading.Lock()
         self._states = {}
         self._running = {}
         self._reserved = {}
         self._generation = 0
+        self._closed = False
         self._cell_numbers = itertools.count(1)
         self._auto_names = itertools.count(1)
         self._states[INITIAL] = State(INITIAL, fresh_namespace(), None, "", {})
@@ -144,7 +174,7 @@ class SnapshotKernel:
         variables = {
             key: {"type": type(value).__name__, "repr": cell.safe_repr(value, self.repr_limit)}
             for key, value in state.namespace.items()
-            if not (key.startswith("__") and key.endswith("__"))
+            if isinstance(key, str) and not (key.startswith("__") and key.endswith("__"))
         }
         return {"name": state.name, "timestamp": state.timestamp, "parent": state.parent,
                 "code": state.code, "variables": variables, "shared": dict(state.shared)}
@@ -169,7 +199,7 @@ class SnapshotKernel:
             self._states = {INITIAL: initial}
             self._reserved.clear()
             for run in self._running.values():
-                self._interrupt_locked(run)
+                self._interrupt_locked(run, "reset")
             return list(self._states)
 
     def _get(self, name):
@@ -181,23 +211,61 @@ class SnapshotKernel:
 
     # -- executions ---------------------------------------------------------------
 
-    def execute(self, code, state_name, exec_id=None, new_state_name=None):
+    def execute(self, code, state_name, exec_id=None, new_state_name=None,
+                timeout=None, max_output=None):
         """Run ``code`` on a copy of ``state_name``; store the result if it succeeds.
 
-        Blocks until the cell finishes. Returns the reply dict of the HTTP API.
+        Blocks until the cell finishes, or until ``timeout`` (default: the
+        kernel's) plus the grace period if the cell does not stop when
+        interrupted; such a cell is left running, marked stuck, and stores
+        nothing. Returns the reply dict of the HTTP API.
         """
         capture.install()  # again: a host such as pytest may have swapped sys.stdout since
         exec_id = exec_id if exec_id is not None else uuid.uuid4().hex
         check_name(exec_id, "exec_id")
         if new_state_name is not None:
             check_name(new_state_name, "new_state_name")
-        run, source = self._begin(code, state_name, exec_id, new_state_name)
+        limits = (_positive("timeout", timeout, self.timeout),
+                  _positive("max_output", max_output, self.output_limit, whole=True))
+        run, source = self._begin(code, state_name, exec_id, new_state_name, *limits)
         threading.Thread(target=self._run, args=(run, source), daemon=True,
                          name=f"snapshot-kernel cell {exec_id}").start()
-        run.finished.wait()
+        return self._await(run)
+
+    def _await(self, run):
+        """Wait for ``run``; interrupt it at its deadline; give up on it after the grace."""
+        while not run.finished.wait(POLL):
+            with self._lock:
+                now = time.monotonic()
+                if run.timeout is not None and now - run.started >= run.timeout:
+                    self._interrupt_locked(run, "timeout")
+                if self._closed:
+                    return self._abandon_locked(run, _error(
+                        "KernelShutdown", "the server is shutting down; nothing was stored"))
+                if run.interrupted_at is not None and now - run.interrupted_at >= self.grace:
+                    return self._abandon_locked(run, _stuck_error(run, self.grace))
         return run.reply
 
-    def _begin(self, code, state_name, exec_id, new_state_name):
+    def _abandon_locked(self, run, error):
+        """Reply now for a cell that has not stopped; it stays listed, stuck, storing nothing."""
+        run.stuck = True
+        if self._reserved.get(run.new_state_name) is run:
+            del self._reserved[run.new_state_name]
+        return self._reply(run, Outcome(error=error), None)
+
+    def close(self):
+        """Interrupt every execution and make waiting requests answer at once."""
+        with self._lock:
+            self._closed = True
+            for run in self._running.values():
+                self._interrupt_locked(run, "shutdown")
+
+    def executions(self):
+        """Summaries of the executions that have not finished, stuck ones included."""
+        with self._lock:
+            return [run.summary() for run in self._running.values()]
+
+    def _begin(self, code, state_name, exec_id, new_state_name, timeout, output_limit):
         with self._lock:
             source = self._states.get(state_name)
             if source is None:
@@ -208,8 +276,8 @@ class SnapshotKernel:
             if exec_id in self._running:
                 raise ExecutionExists(f"execution {exec_id!r} is already running")
             run = Execution(exec_id, code, state_name, new_state_name, self._generation,
-                            capture.Capture(self.output_limit),
-                            cell.cell_filename(next(self._cell_numbers)))
+                            capture.Capture(output_limit),
+                            cell.cell_filename(next(self._cell_numbers)), timeout, output_limit)
             self._running[exec_id] = run
             if new_state_name is not None:
                 self._reserved[new_state_name] = run
@@ -225,7 +293,7 @@ class SnapshotKernel:
         self._finish(run, outcome)
 
     def _attempt(self, run, source):
-        with capture.capturing(run.capture):
+        with capture.capturing(run.capture), interrupt.interruptible():
             self._arm(run)
             try:
                 return self._run_cell(run, source)
@@ -246,7 +314,7 @@ class SnapshotKernel:
         result = None
         if value is not None:
             result = {"output_type": "execute_result",
-                      "data": {"text/plain": cell.safe_repr(value, self.repr_limit)}}
+                      "data": {"text/plain": cell.safe_repr(value, run.output_limit)}}
         del value
         stored, shared = copy_namespace(namespace)
         return Outcome(namespace=stored, shared=shared, result=result)
@@ -270,10 +338,9 @@ class SnapshotKernel:
             self._running.pop(run.exec_id, None)
             if self._reserved.get(run.new_state_name) is run:
                 del self._reserved[run.new_state_name]
-            if run.generation != self._generation:
-                outcome = Outcome(error=_reset_error())
+            outcome = self._judge(run, outcome)
             name = None
-            if outcome.error is None:
+            if outcome.error is None and not run.stuck:
                 name = run.new_state_name or self._auto_name()
                 self._states[name] = State(name, outcome.namespace, run.state_name,
                                            run.code, outcome.shared)
@@ -281,6 +348,17 @@ class SnapshotKernel:
             cell.forget_source(run.filename)
         run.reply = self._reply(run, outcome, name)
         run.finished.set()
+
+    def _judge(self, run, outcome):
+        """The outcome to report: resets and timeouts override what the cell did."""
+        if run.generation != self._generation:
+            message = "the kernel was reset while this cell ran; nothing was stored"
+            return Outcome(error=_error("KernelReset", message))
+        if run.interrupt_reason == "timeout":
+            message = f"the cell ran past its {run.timeout:g} s timeout and was interrupted"
+            frames = outcome.error["traceback"][:-1] if outcome.error else []
+            return Outcome(error=_error("TimeoutError", message, frames))
+        return outcome
 
     def _auto_name(self):
         while True:
@@ -306,20 +384,49 @@ class SnapshotKernel:
             if run is None or run.phase == DONE:
                 raise UnknownExecution(f"no running execution {exec_id!r}; it may have "
                                        "finished already")
-            self._interrupt_locked(run)
+            self._interrupt_locked(run, "request")
 
-    def _interrupt_locked(self, run):
+    def _interrupt_locked(self, run, reason):
+        """Interrupt ``run`` once; later calls change nothing.
+
+        Sending only one exception per execution is what makes the window
+        around the cell safe: see ``_run``.
+        """
+        if run.interrupt_reason is not None:
+            return
+        run.interrupt_reason = reason
+        run.interrupted_at = time.monotonic()
         if run.phase == STARTING:
             run.interrupt_requested = True
-        elif run.phase == RUNNING and not run.interrupt_sent:
+        elif run.phase == RUNNING:
             run.interrupt_sent = interrupt.raise_in_thread(run.thread_id)
 
 
+def _positive(name, value, default, whole=False):
+    """``value`` if it is a positive number (a whole one if ``whole``), else ``default``."""
+    if value is None:
+        return default
+    kinds = (int,) if whole else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 < value < 10 ** 9:
+        kind = "whole number" if whole else "number of seconds"
+        raise InvalidArgument(f"{name} must be a positive {kind}, got {value!r}")
+    return value
+
+
+def _stuck_error(run, grace):
+    timed_out = run.interrupt_reason == "timeout"
+    cause = f"its {run.timeout:g} s timeout" if timed_out else "an interrupt"
+    message = (f"the cell did not stop within {grace:g} s of {cause}: it is still running, "
+               f"stuck (blocked in C or ignoring KeyboardInterrupt), and will store nothing; "
+               f"GET /executions lists it")
+    return _error("TimeoutError" if timed_out else "KeyboardInterrupt", message)
+
+
+def _error(ename, evalue, frames=()):
+    """An error dict for an outcome the kernel decided, not one the cell raised."""
+    return {"ename": ename, "evalue": evalue,
+            "traceback": [*frames, f"{ename}: {evalue}\n"]}
+
+
 def _interrupted():
-    return {"ename": "KeyboardInterrupt", "evalue": "", "traceback": ["KeyboardInterrupt\n"]}
-
-
-def _reset_error():
-    message = "the kernel was reset while this cell ran; nothing was stored"
-    return {"ename": "KernelReset", "evalue": message,
-            "traceback": [f"KernelReset: {message}\n"]}
+    return _error("KeyboardInterrupt", "the cell was interrupted")

@@ -26,7 +26,7 @@ DEFAULT_THREADS = 16
 DEFAULT_MAX_BODY = 10 * 1024 * 1024
 
 KERNEL_ERROR_STATUS = {
-    k.InvalidName: 400,
+    k.InvalidArgument: 400,
     k.UnknownState: 404,
     k.UnknownExecution: 404,
     k.StateExists: 409,
@@ -34,8 +34,12 @@ KERNEL_ERROR_STATUS = {
     k.ProtectedState: 409,
 }
 
-EXECUTE_FIELDS = {"code": True, "state_name": True, "exec_id": False, "new_state_name": False}
-INTERRUPT_FIELDS = {"exec_id": True}
+# Request fields: name -> (JSON types accepted, required).
+_TEXT, _NUMBER, _WHOLE = (str,), (int, float), (int,)
+EXECUTE_FIELDS = {"code": (_TEXT, True), "state_name": (_TEXT, True),
+                  "exec_id": (_TEXT, False), "new_state_name": (_TEXT, False),
+                  "timeout": (_NUMBER, False), "max_output": (_WHOLE, False)}
+INTERRUPT_FIELDS = {"exec_id": (_TEXT, True)}
 
 
 def create_app(kernel, token, max_body=DEFAULT_MAX_BODY):
@@ -52,7 +56,12 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY):
     def execute():
         body = _json_body(max_body, EXECUTE_FIELDS)
         return kernel.execute(body["code"], body["state_name"], body.get("exec_id"),
-                              body.get("new_state_name"))
+                              body.get("new_state_name"), body.get("timeout"),
+                              body.get("max_output"))
+
+    @app.get("/executions")
+    def list_executions():
+        return {"executions": kernel.executions()}
 
     @app.get("/states")
     def list_states():
@@ -89,16 +98,20 @@ def _authorize(expected):
 
 
 def _presented_token():
-    header = bottle.request.get_header("Authorization", "")
+    # The raw WSGI value: bottle's own accessor fails on bytes that are not UTF-8.
+    header = bottle.request.environ.get("HTTP_AUTHORIZATION", "")
     scheme, _, value = header.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
-        return value.strip().encode("latin-1")  # WSGI hands headers over as latin-1
+        try:
+            return value.strip().encode("latin-1")  # WSGI passes header bytes as latin-1
+        except UnicodeEncodeError:  # not a header a real client could send: no token
+            return None
     query = bottle.request.query.getunicode("token")
-    return query.encode("utf-8") if query else b""
+    return query.encode("utf-8") if query else None
 
 
 def _token_matches(presented, expected):
-    return hmac.compare_digest(presented, expected)
+    return presented is not None and hmac.compare_digest(presented, expected)
 
 
 def _json_error(error):
@@ -117,7 +130,9 @@ def _map_kernel_errors(callback):
         try:
             return callback(*args, **kwargs)
         except k.KernelError as exc:
-            raise bottle.HTTPError(KERNEL_ERROR_STATUS[type(exc)], str(exc)) from None
+            status = next(KERNEL_ERROR_STATUS[cls] for cls in type(exc).__mro__
+                          if cls in KERNEL_ERROR_STATUS)
+            raise bottle.HTTPError(status, str(exc)) from None
 
     return wrapper
 
@@ -131,12 +146,13 @@ def _json_body(max_body, fields):
     if unknown:
         raise bottle.HTTPError(400, f"unknown field(s) {', '.join(unknown)}; "
                                     f"this route takes {', '.join(fields)}")
-    for name, required in fields.items():
+    for name, (types, required) in fields.items():
         value = body.get(name)
         if value is None and required:
             raise bottle.HTTPError(400, f"field {name!r} is required")
-        if value is not None and not isinstance(value, str):
-            raise bottle.HTTPError(400, f"field {name!r} must be a string, "
+        if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+            expected = " or ".join(sorted({_json_type(t()) for t in types}))
+            raise bottle.HTTPError(400, f"field {name!r} must be {expected}, "
                                         f"not {_json_type(value)}")
     return body
 
@@ -161,7 +177,7 @@ def _parse_json(raw):
 
 def _json_type(value):
     names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-             int: "a number", float: "a number", type(None): "null"}
+             int: "a whole number", float: "a number", type(None): "null"}
     return names.get(type(value), type(value).__name__)
 
 
@@ -181,6 +197,12 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=_positive_int, default=DEFAULT_THREADS,
                         help=f"HTTP worker threads, i.e. requests served at once "
                              f"(default {DEFAULT_THREADS})")
+    parser.add_argument("--timeout", type=float, default=k.DEFAULT_TIMEOUT,
+                        help="seconds a cell may run when its request names no timeout; "
+                             f"0 for no limit (default {k.DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--max-output", type=_positive_int, default=k.DEFAULT_OUTPUT_LIMIT,
+                        help="characters kept of each output stream and of the last "
+                             f"expression's repr (default {k.DEFAULT_OUTPUT_LIMIT})")
     parser.add_argument("--max-body", type=_positive_int, default=DEFAULT_MAX_BODY,
                         help=f"largest request body in bytes (default {DEFAULT_MAX_BODY})")
     args = parser.parse_args(argv)
@@ -214,8 +236,8 @@ def _stop_on_sigterm(signum, frame):
 
 def main(argv=None):
     args = parse_args(argv)
-    server = make_server(create_app(k.SnapshotKernel(), args.token, args.max_body),
-                         args.bind, args.threads)
+    kernel = k.SnapshotKernel(timeout=args.timeout or None, output_limit=args.max_output)
+    server = make_server(create_app(kernel, args.token, args.max_body), args.bind, args.threads)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     server.prepare()
     host, port = server.bind_addr[:2]
@@ -225,6 +247,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("snapshot-kernel shutting down", file=sys.stderr, flush=True)
     finally:
+        kernel.close()  # running cells would otherwise keep their workers, and stop(), waiting
         server.stop()
 
 
