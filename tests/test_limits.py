@@ -1,0 +1,211 @@
+"""Interrupts that interrupt, timeouts, stuck cells and output limits."""
+
+import threading
+import time
+
+import pytest
+
+import helpers
+from helpers import ok, result, stdout
+from snapshot_kernel.kernel import InvalidArgument, SnapshotKernel
+from test_concurrency import WAIT, in_background, signal_name  # noqa: F401 (a fixture)
+
+BLOCKING_CALLS = {
+    "busy loop": "while True:\n    pass",
+    "time.sleep": "import time\ntime.sleep(30)",
+    "from time import sleep": "from time import sleep\nsleep(30)",
+    "Event.wait": "import threading\nthreading.Event().wait()",
+    "Thread.join": ("import threading, time\n"
+                    "t = threading.Thread(target=time.sleep, args=(3,), daemon=True)\n"
+                    "t.start()\nt.join()"),
+    "Queue.get": "import queue\nqueue.Queue().get()",
+    "Queue.put": "import queue\nq = queue.Queue(1)\nq.put(1)\nq.put(2)",
+}
+
+
+@pytest.mark.parametrize("code", BLOCKING_CALLS.values(), ids=BLOCKING_CALLS.keys())
+def test_interrupt_stops_a_cell_within_a_second(kernel, code, signal_name):
+    started = f"import helpers\nprint('before')\nhelpers.{signal_name}.set()\n"
+    reply = in_background(kernel, started + code, exec_id="blocked")
+    assert getattr(helpers, signal_name).wait(WAIT)
+    time.sleep(0.1)  # let it get into the blocking call
+    sent = time.monotonic()
+    kernel.interrupt("blocked")
+    answer = reply()
+    assert time.monotonic() - sent < 1.0
+    assert answer["error"]["ename"] == "KeyboardInterrupt"
+    assert stdout(answer) == "before\n"
+    assert answer["state_name"] is None
+
+
+def test_patched_waits_behave_like_the_originals(kernel):
+    code = ("import time, threading, queue\n"
+            "t0 = time.monotonic(); time.sleep(0.12); slept = time.monotonic() - t0\n"
+            "flag = threading.Event().wait(0.06)\n"
+            "q = queue.Queue(); q.put(1)\n"
+            "try:\n    time.sleep(-1)\nexcept ValueError:\n    negative = 'ValueError'\n"
+            "try:\n    queue.Queue().get(timeout=0.06)\nexcept queue.Empty:\n    empty = 'Empty'\n"
+            "print(slept >= 0.12, flag, q.get(), negative, empty)")
+    assert stdout(ok(kernel, code)) == "True False 1 ValueError Empty\n"
+
+
+def test_a_cell_past_its_timeout_is_a_timeout_error(kernel):
+    reply = kernel.execute("print('started')\nimport time\ntime.sleep(30)", "initial",
+                           timeout=0.3)
+    assert reply["error"]["ename"] == "TimeoutError"
+    assert "0.3 s timeout" in reply["error"]["evalue"]
+    assert stdout(reply) == "started\n"
+    assert reply["state_name"] is None
+    assert kernel.state_names() == ["initial"]
+
+
+def test_the_server_default_timeout_applies_when_the_request_names_none():
+    kernel = SnapshotKernel(timeout=0.3)
+    reply = kernel.execute("while True:\n    pass", "initial")
+    assert reply["error"]["ename"] == "TimeoutError"
+
+
+def test_a_cell_that_survives_its_timeout_still_stores_nothing(kernel):
+    code = ("import time\n"
+            "try:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print('caught')\n"
+            "x = 1")
+    reply = kernel.execute(code, "initial", timeout=0.2)
+    assert reply["error"]["ename"] == "TimeoutError"
+    assert stdout(reply) == "caught\n"
+    assert reply["state_name"] is None
+
+
+@pytest.mark.parametrize("value", [0, -1, True, "5", 10 ** 10])
+def test_timeout_and_max_output_must_be_positive_numbers(kernel, value):
+    with pytest.raises(InvalidArgument):
+        kernel.execute("1", "initial", timeout=value)
+    with pytest.raises(InvalidArgument):
+        kernel.execute("1", "initial", max_output=value)
+
+
+UNSTOPPABLE = {
+    "swallows KeyboardInterrupt": ("import helpers, time\n"
+                                   "while not helpers.{signal}.is_set():\n"
+                                   "    try:\n        time.sleep(0.01)\n"
+                                   "    except BaseException:\n        pass"),
+    "blocked in C": ("import helpers, threading\n"
+                     "lock = threading.Lock(); lock.acquire()\n"
+                     "lock.acquire(timeout=10)  # C waits that are not sliced\n"
+                     "helpers.{signal}.wait()"),
+}
+
+
+@pytest.mark.parametrize("code", UNSTOPPABLE.values(), ids=UNSTOPPABLE.keys())
+def test_an_unstoppable_cell_answers_after_its_deadline_and_grace(code, signal_name):
+    kernel = SnapshotKernel(grace=0.3)
+    began = time.monotonic()
+    reply = kernel.execute(code.format(signal=signal_name), "initial", timeout=0.3,
+                           exec_id="stuck", new_state_name="never")
+    assert time.monotonic() - began < 0.3 + 0.3 + 1.0
+    assert reply["error"]["ename"] == "TimeoutError"
+    assert "still running" in reply["error"]["evalue"]
+    assert reply["state_name"] is None
+    [listed] = kernel.executions()
+    assert listed["exec_id"] == "stuck" and listed["stuck"] and listed["interrupted"]
+    assert ok(kernel, "'the kernel still serves'", new_state_name="other")["error"] is None
+    getattr(helpers, signal_name).set()  # let the cell end: it still stores nothing
+    deadline = time.monotonic() + WAIT
+    while kernel.executions() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert kernel.executions() == []
+    assert "never" not in kernel.state_names()
+
+
+def test_executions_lists_what_is_running(kernel, signal_name):
+    code = f"import helpers\nhelpers.{signal_name}.wait(5)"
+    reply = in_background(kernel, code, exec_id="listed", new_state_name="target", timeout=9)
+    time.sleep(0.2)
+    [listed] = kernel.executions()
+    getattr(helpers, signal_name).set()
+    reply()
+    assert listed["exec_id"] == "listed" and listed["state_name"] == "initial"
+    assert listed["new_state_name"] == "target" and listed["timeout"] == 9
+    assert listed["elapsed"] >= 0.2
+    assert listed["interrupted"] is False and listed["stuck"] is False
+    assert kernel.executions() == []
+
+
+# -- output limits --------------------------------------------------------------------------
+
+def test_long_output_keeps_head_and_tail_with_a_marker(kernel):
+    reply = ok(kernel, "for i in range(10000):\n    print(i)", max_output=200)
+    text = stdout(reply)
+    assert text.startswith("0\n1\n2\n")
+    assert text.endswith("9998\n9999\n")
+    omitted = len("".join(f"{i}\n" for i in range(10000))) - 200
+    assert f"[... {omitted} characters of stdout omitted ...]" in text
+
+
+def test_each_stream_has_its_own_budget(kernel):
+    code = "import sys\nprint('o' * 500)\nprint('e' * 50, file=sys.stderr)"
+    reply = ok(kernel, code, max_output=100)
+    stderr = "".join(i["text"] for i in reply["output"] if i.get("name") == "stderr")
+    assert stderr == "e" * 50 + "\n"
+    assert len(stdout(reply)) < 200
+
+
+def test_an_endless_printer_uses_bounded_memory_and_does_not_block_others(kernel):
+    printer = in_background(kernel, "while True:\n    print('spam ' * 20)",
+                            exec_id="printer", timeout=2, max_output=1000)
+    time.sleep(0.3)
+    assert ok(kernel, "'others still run'")["error"] is None
+    assert [run["exec_id"] for run in kernel.executions()] == ["printer"]
+    reply = printer()
+    assert reply["error"]["ename"] == "TimeoutError"
+    assert len(stdout(reply)) < 1100
+    assert "characters of stdout omitted" in stdout(reply)
+
+
+def test_the_repr_of_the_last_expression_is_capped(kernel):
+    reply = ok(kernel, "'x' * 10 ** 6", max_output=100)
+    shown = result(reply)
+    assert len(shown) < 150 and "characters omitted" in shown
+    assert shown.startswith("'xxx") and shown.endswith("xxx'")
+
+
+def test_variable_reprs_in_a_state_are_capped(kernel):
+    name = ok(kernel, "big = list(range(10 ** 6))\nclass Loud:\n"
+                      "    def __repr__(self): return 'L' * 10 ** 6\nloud = Loud()")["state_name"]
+    variables = kernel.describe(name)["variables"]
+    assert len(variables["big"]["repr"]) <= kernel.repr_limit + 50
+    assert variables["big"]["repr"].startswith("[0, 1, 2")
+    assert len(variables["loud"]["repr"]) <= kernel.repr_limit + 50
+
+
+# -- over HTTP --------------------------------------------------------------------------------
+
+def test_timeout_and_max_output_travel_over_http(app):
+    reply = app.post_json("/execute", {"code": "print('a' * 1000)\nimport time\ntime.sleep(5)",
+                                       "state_name": "initial", "timeout": 0.3,
+                                       "max_output": 100}).json
+    assert reply["error"]["ename"] == "TimeoutError"
+    assert "omitted" in stdout(reply)
+
+
+@pytest.mark.parametrize("field, value", [("timeout", "5"), ("timeout", True),
+                                          ("timeout", -1), ("max_output", 1.5),
+                                          ("max_output", 0)])
+def test_bad_limits_are_400(app, field, value):
+    body = {"code": "1", "state_name": "initial", field: value}
+    response = app.post_json("/execute", body, expect_errors=True)
+    assert response.status_int == 400
+    assert field in response.json["error"]
+    assert app.get("/states").json == {"states": ["initial"]}
+
+
+def test_get_executions_over_http(app, signal_name):
+    thread = threading.Thread(target=app.post_json, args=("/execute", {
+        "code": f"import helpers\nhelpers.{signal_name}.wait(5)",
+        "state_name": "initial", "exec_id": "http-run"}))
+    thread.start()
+    time.sleep(0.2)
+    listed = app.get("/executions").json["executions"]
+    getattr(helpers, signal_name).set()
+    thread.join(WAIT)
+    assert [run["exec_id"] for run in listed] == ["http-run"]
+    assert app.get("/executions").json == {"executions": []}
