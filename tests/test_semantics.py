@@ -143,6 +143,19 @@ def test_dataclasses_keep_working(kernel):
     assert printed(kernel, "print(p)", parent) == "P(a=1, b=[])\n"
 
 
+def test_slots_classes_are_copied_with_their_instances(kernel):
+    parent = branch(kernel, ("class S:\n"
+                             "    __slots__ = ('items',)\n"
+                             "    def __init__(self): self.items = [1]\n"
+                             "class T(S):\n"
+                             "    __slots__ = ('extra',)\n"
+                             "s, t = S(), T()\n"
+                             "t.extra = 'x'"))
+    code = "s.items.append(2)\nprint(s.items, t.items, t.extra, type(t) is T, isinstance(t, S))"
+    assert printed(kernel, code, parent) == "[1, 2] [1] x True True\n"
+    assert printed(kernel, "print(s.items)", parent) == "[1]\n"
+
+
 # -- what a script expects of __main__ -------------------------------------------------------
 
 def test_name_is_main_so_main_blocks_run(kernel):
