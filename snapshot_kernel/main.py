@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import sys
+import threading
 
 import bottle
 import cheroot.wsgi
@@ -230,25 +231,33 @@ def make_server(app, bind, threads):
                                server_name="snapshot-kernel")
 
 
-def _stop_on_sigterm(signum, frame):
-    raise KeyboardInterrupt  # the main thread runs the serve loop; it stops the server
+def serve_until_signalled(server, kernel):
+    """Serve in a thread until SIGINT or SIGTERM, then stop cleanly.
+
+    The handlers only set an event: raising from a handler can interrupt the
+    main thread inside a queue operation and lose a worker's wake-up, which
+    made stop() wait forever.
+    """
+    stopping = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopping.set())
+    serving = threading.Thread(target=server.serve, name="snapshot-kernel serve", daemon=True)
+    serving.start()
+    while serving.is_alive() and not stopping.wait(0.5):
+        pass
+    print("snapshot-kernel shutting down", file=sys.stderr, flush=True)
+    kernel.close()  # running cells would otherwise keep their workers, and stop(), waiting
+    server.stop()
 
 
 def main(argv=None):
     args = parse_args(argv)
     kernel = k.SnapshotKernel(timeout=args.timeout or None, output_limit=args.max_output)
     server = make_server(create_app(kernel, args.token, args.max_body), args.bind, args.threads)
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     server.prepare()
     host, port = server.bind_addr[:2]
     print(f"snapshot-kernel listening on http://{host}:{port}", file=sys.stderr, flush=True)
-    try:
-        server.serve()
-    except KeyboardInterrupt:
-        print("snapshot-kernel shutting down", file=sys.stderr, flush=True)
-    finally:
-        kernel.close()  # running cells would otherwise keep their workers, and stop(), waiting
-        server.stop()
+    serve_until_signalled(server, kernel)
 
 
 if __name__ == "__main__":
