@@ -23,6 +23,7 @@ classes with other metaclasses (``Enum``, most ORMs) are shared.
 
 import abc
 import copyreg
+import sys
 import threading
 import types
 import weakref
@@ -47,33 +48,48 @@ class Uncopyable(Exception):
     """A value could not be deep-copied."""
 
 
-def copy_namespace(source):
-    """Return ``(namespace, shared)``: a deep copy of the dict ``source`` and
-    ``{name: reason}`` for each name whose value is, wholly or partly, shared
-    by reference instead of copied.
+class StoredNamespace(dict):
+    """The namespace of a stored state. Functions whose ``__globals__`` is one
+    are the state's own and get rebound when copied; its type says so even for
+    functions a state inherited unchanged from an ancestor."""
 
+
+def copy_names(source, names, target, aliases=(), track=False, replace=()):
+    """Deep-copy ``source[name]`` into ``target[name]`` for each of ``names``,
+    with one memo, and return the Copier (``shared``, ``codes``, ``groups()``).
+
+    Functions whose globals are a StoredNamespace or one of ``aliases`` are
+    rebound to ``target``; references to those namespaces become ``target``;
+    ``replace`` pairs ``(original, stand_in)`` name other objects to swap.
+    With ``track``, it also records which names share objects and their sizes.
     Runs user code (``__deepcopy__``, ``__reduce_ex__``, ``__setstate__``,
     ``__init_subclass__``), so call it where user exceptions are handled.
     """
-    return _Copier(source).copy_all()
+    copier = Copier(target, aliases, track)
+    for original, stand_in in replace:
+        copier.memo[id(original)] = stand_in
+        copier.keep_alive.append(original)
+    for name in names:
+        copier.label = name
+        target[name] = copier.copy_or_share(source[name])
+    return copier
 
 
-class _Copier:
-    def __init__(self, source):
-        self.source = source
-        self.target = {}
-        self.memo = {id(source): self.target}
-        self.keep_alive = [source]
+class Copier:
+    def __init__(self, target, aliases=(), track=False):
+        self.target = target
+        self.aliases = {id(namespace) for namespace in aliases}
+        self.memo = {key: target for key in self.aliases}
+        self.keep_alive = list(aliases)
         self.shared = {}
         self.shared_reasons = {}
+        self.codes = []  # code of every function rebound: it may need more names
         self.label = None
         self.inside_object = 0  # > 0 while copying an object's reduce args and state
-
-    def copy_all(self):
-        for name, value in self.source.items():
-            self.label = name
-            self.target[name] = self.copy_or_share(value)
-        return self.target, self.shared
+        self.track = track
+        self.owner = {}  # with track: id of each original copied -> first name to reach it
+        self.links = {}  # with track: union-find parents over names that share objects
+        self.weights = {}  # with track: name -> bytes of the objects it copied
 
     def copy_or_share(self, value):
         """Copy ``value``; if that fails, forget the partial copy and share it.
@@ -109,6 +125,8 @@ class _Copier:
         if key in self.memo:
             if key in self.shared_reasons:
                 self._note_shared(self.shared_reasons[key])
+            elif self.track and key in self.owner:
+                self._link(self.owner[key], self.label)
             return self.memo[key]
         cls = type(obj)
         if cls in _ATOMIC:
@@ -121,10 +139,44 @@ class _Copier:
             raise Uncopyable("too deeply nested to copy") from None
         except Exception as exc:  # user __reduce_ex__/__setstate__/...: any failure means "cannot be copied"
             raise Uncopyable(f"cannot be deep-copied: {type(exc).__name__}: {exc}") from None
+        new = self.memo.get(key, new)  # a cycle back to obj may have copied it already
         if new is not obj:
             self.keep_alive.append(obj)
+            if self.track:
+                self._weigh(key, obj)
         self.memo[key] = new
         return new
+
+    # -- which names share objects (co-variables) ------------------------------
+
+    def _weigh(self, key, obj):
+        self.owner[key] = self.label
+        try:
+            size = sys.getsizeof(obj)
+        except Exception:  # a user __sizeof__ failed: the estimate is only smaller
+            size = 0
+        self.weights[self.label] = self.weights.get(self.label, 0) + size
+
+    def _root(self, name):
+        while self.links.get(name, name) != name:
+            name = self.links[name]
+        return name
+
+    def _link(self, first, second):
+        if first != second:
+            self.links[self._root(second)] = self._root(first)
+
+    def groups(self, names):
+        """``{name: (frozenset of the names sharing objects with it, their bytes)}``."""
+        members = {}
+        for name in names:
+            members.setdefault(self._root(name), set()).add(name)
+        result = {}
+        for group in members.values():
+            weight = sum(self.weights.get(name, 0) for name in group)
+            for name in group:
+                result[name] = (frozenset(group), weight)
+        return result
 
     def _copy_new(self, obj, cls):
         handler = self._dispatch.get(cls)
@@ -162,7 +214,7 @@ class _Copier:
     # -- functions and what wraps them ----------------------------------------
 
     def _copy_function(self, fn):
-        if fn.__globals__ is not self.source:
+        if type(fn.__globals__) is not StoredNamespace and id(fn.__globals__) not in self.aliases:
             return fn  # library code: shared, like the module that defines it
         cells = tuple(self._empty_cell(cell) for cell in fn.__closure__ or ())
         new = types.FunctionType(fn.__code__, self.target, fn.__name__, None,
@@ -174,6 +226,7 @@ class _Copier:
         new.__kwdefaults__ = self.copy(fn.__kwdefaults__)
         new.__annotations__ = self.copy(fn.__annotations__)
         new.__dict__.update(self.copy(fn.__dict__))
+        self.codes.append(fn.__code__)
         new.__qualname__ = fn.__qualname__
         new.__module__ = fn.__module__
         new.__doc__ = fn.__doc__
@@ -186,6 +239,10 @@ class _Copier:
         if twin is None:
             twin = self.memo[id(cell)] = types.CellType()
             self.keep_alive.append(cell)
+            if self.track:  # closures sharing this cell share state: one group
+                self._weigh(id(cell), cell)
+        elif self.track and id(cell) in self.owner:
+            self._link(self.owner[id(cell)], self.label)
         return twin
 
     def _fill_cell(self, cell, twin):
@@ -210,7 +267,11 @@ class _Copier:
     def _copy_method(self, obj):
         return types.MethodType(self.copy(obj.__func__), self.copy(obj.__self__))
 
+    def _copy_namespace(self, namespace):
+        return self.target
+
     _dispatch = {
+        StoredNamespace: _copy_namespace,
         list: _copy_list,
         dict: _copy_dict,
         tuple: _copy_tuple,
@@ -225,7 +286,7 @@ class _Copier:
     # -- classes ----------------------------------------------------------------
 
     def _copy_class(self, cls):
-        if cls.__module__ != self.source.get("__name__"):
+        if cls.__module__ != "__main__":
             return cls  # defined by a module: shared with it
         outer, self.inside_object = self.inside_object, 0  # a class is a unit of its own
         try:
@@ -238,6 +299,8 @@ class _Copier:
             raise Uncopyable(f"class {cls.__qualname__} has metaclass "
                              f"{type(cls).__name__}, which is not copied")
         bases = tuple(self.copy(base) for base in cls.__bases__)
+        if id(cls) in self.memo:  # a base's attribute led back here and copied it
+            return self.memo[id(cls)]
         body = cls.__dict__
         init = {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
                 "__doc__": body.get("__doc__")}
@@ -245,7 +308,7 @@ class _Copier:
             init["__slots__"] = body["__slots__"]
         new = type(cls)(cls.__name__, bases, init)
         self.memo[id(cls)] = new  # before the attributes: methods refer back to it
-        for name, value in body.items():
+        for name, value in list(body.items()):  # copyreg caches __slotnames__ on cls
             if name in init or name in _CLASS_SKIP or _is_slot_of(value, cls):
                 continue
             if _is_dunder(name) and not isinstance(value, _CODE_CARRIERS):
@@ -283,7 +346,10 @@ class _Copier:
             self.inside_object -= 1
 
     def _rebuild(self, obj, func, args, state=None, listiter=None, dictiter=None, *_):
-        new = func(*self.copy(args))
+        args = self.copy(args)
+        if id(obj) in self.memo:  # the args (a copied class) led back here and copied it
+            return self.memo[id(obj)]
+        new = func(*args)
         self.memo[id(obj)] = new
         if state is not None:
             _set_state(new, self.copy(state))

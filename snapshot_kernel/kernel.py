@@ -9,7 +9,6 @@ outside it, which is safe because stored namespaces are never mutated.
 Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 """
 
-import builtins
 import itertools
 import threading
 import time
@@ -19,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Optional
 
 from . import capture, cell, interrupt
-from .copier import copy_namespace
+from .storage import EAGER_BUDGET, State, Working, fresh_namespace
 
 INITIAL = "initial"
 MAX_NAME_LENGTH = 128
@@ -62,24 +61,11 @@ class ProtectedState(KernelError):
     pass
 
 
-@dataclass(frozen=True)
-class State:
-    """An immutable snapshot. Its ``namespace`` is never handed to running code."""
-
-    name: str
-    namespace: dict
-    parent: Optional[str]
-    code: str
-    shared: dict
-    timestamp: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
-
-
 @dataclass
 class Outcome:
-    """What a cell produced: a namespace to store, or an error."""
+    """What a cell produced: a namespace to commit, or an error."""
 
-    namespace: Optional[dict] = None
-    shared: Optional[dict] = None
+    stored: Optional[dict] = None  # the fields of the State to store
     result: Optional[dict] = None
     error: Optional[dict] = None
 
@@ -135,23 +121,20 @@ def check_name(name, what="state name"):
                           "or start or end with whitespace")
 
 
-def fresh_namespace():
-    return {"__name__": "__main__", "__doc__": None, "__package__": None,
-            "__spec__": None, "__builtins__": builtins}
-
-
 class SnapshotKernel:
     """Holds the states and runs cells against them, each in its own thread."""
 
     def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
-                 repr_limit=DEFAULT_REPR_LIMIT, grace=DEFAULT_GRACE):
-        """``timeout`` and ``output_limit`` are defaults for executions (None: no limit)."""
+                 repr_limit=DEFAULT_REPR_LIMIT, grace=DEFAULT_GRACE, eager_budget=EAGER_BUDGET):
+        """``timeout`` and ``output_limit`` are defaults for executions (None: no
+        limit). States weighing ``eager_budget`` bytes or more are copied lazily."""
         capture.install()
         interrupt.install()
         self.timeout = timeout
         self.output_limit = output_limit
         self.repr_limit = repr_limit
         self.grace = grace
+        self.eager_budget = eager_budget
         self._lock = threading.Lock()
         self._states = {}
         self._running = {}
@@ -177,7 +160,8 @@ class SnapshotKernel:
             if isinstance(key, str) and not (key.startswith("__") and key.endswith("__"))
         }
         return {"name": state.name, "timestamp": state.timestamp, "parent": state.parent,
-                "code": state.code, "variables": variables, "shared": dict(state.shared)}
+                "code": state.code, "variables": variables, "shared": dict(state.shared),
+                "approx_bytes": state.weight}
 
     def delete(self, name):
         with self._lock:
@@ -308,16 +292,16 @@ class SnapshotKernel:
         return outcome
 
     def _copy_run_copy(self, run, source):
-        namespace, _ = copy_namespace(source.namespace)
         body, last = cell.compile_cell(run.code, run.filename)
-        value = cell.run_code(body, last, namespace)
+        working = Working(source, self.eager_budget)
+        working.open(body, last)
+        value = cell.run_code(body, last, working.namespace)
         result = None
         if value is not None:
             result = {"output_type": "execute_result",
                       "data": {"text/plain": cell.safe_repr(value, run.output_limit)}}
         del value
-        stored, shared = copy_namespace(namespace)
-        return Outcome(namespace=stored, shared=shared, result=result)
+        return Outcome(stored=working.commit(), result=result)
 
     def _arm(self, run):
         with self._lock:
@@ -342,8 +326,8 @@ class SnapshotKernel:
             name = None
             if outcome.error is None and not run.stuck:
                 name = run.new_state_name or self._auto_name()
-                self._states[name] = State(name, outcome.namespace, run.state_name,
-                                           run.code, outcome.shared)
+                self._states[name] = State(name=name, parent=run.state_name, code=run.code,
+                                           **outcome.stored)
         if name is None:
             cell.forget_source(run.filename)
         run.reply = self._reply(run, outcome, name)

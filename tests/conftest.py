@@ -2,14 +2,16 @@ import pytest
 import webtest
 
 from snapshot_kernel.kernel import SnapshotKernel
+from snapshot_kernel.storage import EAGER_BUDGET
 from snapshot_kernel.main import create_app
 
 TOKEN = "test-token"
 
 
-@pytest.fixture
-def kernel():
-    return SnapshotKernel()
+@pytest.fixture(params=["lazy", "eager"])
+def kernel(request):
+    """A kernel that copies names lazily (as for big states) or whole (small ones)."""
+    return SnapshotKernel(eager_budget=0 if request.param == "lazy" else EAGER_BUDGET)
 
 
 @pytest.fixture

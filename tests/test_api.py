@@ -317,7 +317,9 @@ def test_states_are_listed_in_creation_order(app):
 def test_a_state_describes_its_origin_and_variables(app):
     execute(app, "x = 1\ns = 'hi'\ndef f(): pass", new_state_name="s1")
     state = app.get("/states/s1").json
-    assert set(state) == {"name", "timestamp", "parent", "code", "variables", "shared"}
+    assert set(state) == {"name", "timestamp", "parent", "code", "variables", "shared",
+                          "approx_bytes"}
+    assert isinstance(state["approx_bytes"], int)
     assert (state["name"], state["parent"]) == ("s1", "initial")
     assert state["code"] == "x = 1\ns = 'hi'\ndef f(): pass"
     age = datetime.now(timezone.utc) - datetime.fromisoformat(state["timestamp"])

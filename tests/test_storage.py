@@ -1,0 +1,147 @@
+"""Lazy copying: a cell pays for the names it touches, and still sees them all.
+
+These run on a kernel that copies every state lazily (eager_budget=0), the
+mode big states get. The suites built on the ``kernel`` fixture run in both modes.
+"""
+
+import sys
+
+import pytest
+
+import helpers
+from helpers import ok, printed
+from snapshot_kernel.kernel import SnapshotKernel
+
+COUNTED = ("import helpers\n"
+           "class Counted:\n"
+           "    def __init__(self): self.items = [0]\n"
+           "    def __deepcopy__(self, memo):\n"
+           "        helpers.copies += 1\n"
+           "        new = Counted()\n"
+           "        new.items = list(self.items)\n"
+           "        return new\n")
+
+
+@pytest.fixture
+def lazy():
+    return SnapshotKernel(eager_budget=0)
+
+
+@pytest.fixture
+def copies():
+    """helpers.copies counts Counted copies made by the kernel."""
+    helpers.copies = 0
+    yield lambda: helpers.copies
+    del helpers.copies
+
+
+def test_a_cell_copies_only_the_names_it_touches(lazy, copies):
+    parent = ok(lazy, COUNTED + "big = Counted()\nn = 0")["state_name"]
+    made = copies()
+    child = ok(lazy, "n = n + 1", parent)["state_name"]
+    assert copies() == made  # neither copied in nor out
+    assert printed(lazy, "big.items.append(1)\nprint(big.items, n)", child) == "[0, 1] 1\n"
+    assert copies() == made + 2  # in for the cell, out for the new state
+    assert printed(lazy, "print(big.items)", parent) == "[0]\n"
+
+
+def test_names_sharing_objects_are_copied_together(lazy):
+    parent = ok(lazy, "a = [1]\nb = {'k': a}\nc = [a, b]\nlone = [9]")["state_name"]
+    code = "b['k'].append(2)\nprint(a, c[0] is a, c[1] is b)"
+    assert printed(lazy, code, parent) == "[1, 2] True True\n"
+
+
+def test_reassigning_a_name_unties_it_from_its_group(lazy):
+    parent = ok(lazy, "a = [1]\nb = [a]")["state_name"]
+    child = ok(lazy, "a = 'new'", parent)["state_name"]
+    assert printed(lazy, "b[0].append(2)\nprint(a, b)", child) == "new [[1, 2]]\n"
+
+
+CLASS_BODIES = {
+    "in the cell": ("class K:\n    v = CONST * 2\nprint(K.v)", "42\n"),
+    "in a function of the state": ("print(make().v)", "42\n"),
+    "as a default argument": ("class K:\n    def m(self, d=CONST): return d\nprint(K().m())",
+                              "21\n"),
+}
+
+
+@pytest.mark.parametrize("code, shown", CLASS_BODIES.values(), ids=CLASS_BODIES.keys())
+def test_class_bodies_see_names_not_yet_copied(lazy, code, shown):
+    parent = ok(lazy, "CONST = 21\ndef make():\n    class K:\n        v = CONST * 2\n    return K")
+    assert printed(lazy, code, parent["state_name"]) == shown
+
+
+DICT_ACCESS = {
+    "globals()[name]": ("print(globals()['x'])", "1\n"),
+    "name in globals()": ("print('x' in globals(), 'y' in globals())", "True True\n"),
+    "dir()": ("print([n for n in dir() if not n.startswith('_')])", "['f', 'x', 'y']\n"),
+    "vars()": ("print(sorted(k for k in vars() if not k.startswith('_')))", "['f', 'x', 'y']\n"),
+    "del": ("del x\nprint('x' in globals())", "False\n"),
+    "del in a function": ("def drop():\n    global y\n    del y\ndrop()\nprint('y' in globals())",
+                          "False\n"),
+    "eval": ("print(eval('x + 1'))", "2\n"),
+    "exec": ("exec('z = x + y[0]')\nprint(z)", "3\n"),
+    "frame inspection": ("import sys\nprint(sys._getframe().f_globals['x'])", "1\n"),
+    "a state function using globals()": ("print(f())", "['f', 'x', 'y']\n"),
+}
+
+
+@pytest.mark.parametrize("code, shown", DICT_ACCESS.values(), ids=DICT_ACCESS.keys())
+def test_dict_level_access_sees_every_name(lazy, code, shown):
+    parent = ok(lazy, "x = 1\ny = [2]\ndef f():\n    return sorted(k for k in globals() "
+                      "if not k.startswith('_'))")["state_name"]
+    assert printed(lazy, code, parent) == shown
+
+
+def test_a_deleted_name_is_gone_from_the_new_state_only(lazy):
+    parent = ok(lazy, "x = 1\ny = 2")["state_name"]
+    child = ok(lazy, "del x", parent)["state_name"]
+    assert sorted(lazy.describe(child)["variables"]) == ["y"]
+    assert sorted(lazy.describe(parent)["variables"]) == ["x", "y"]
+
+
+def test_library_code_reading_the_callers_frame_finds_names_in_strings(lazy):
+    parent = ok(lazy, "threshold = 5\nother = 1")["state_name"]
+    code = "import helpers\nprint(helpers.caller_global('threshold'))"
+    assert printed(lazy, code, parent) == "5\n"
+
+
+def test_names_that_shadow_builtins_win(lazy):
+    parent = ok(lazy, "len = 3\ndef print_(*a): return 'mine'\nlist = print_")["state_name"]
+    assert printed(lazy, "import builtins\nbuiltins.print(len, list())", parent) == "3 mine\n"
+
+
+def test_builtins_stay_reachable_as_a_module_attribute(lazy):
+    parent = ok(lazy, "x = 1")["state_name"]
+    assert printed(lazy, "print(__builtins__.len([x]))", parent) == "1\n"
+
+
+def test_lazy_names_are_copied_on_first_use_from_threads_too(lazy):
+    parent = ok(lazy, "data = [1]\ndef read(out): out.append(list(data))")["state_name"]
+    code = ("import threading\nout = []\n"
+            "t = threading.Thread(target=read, args=(out,))\nt.start(); t.join()\nprint(out)")
+    assert printed(lazy, code, parent) == "[[1]]\n"
+
+
+def test_describe_shows_inherited_and_new_names(lazy):
+    parent = ok(lazy, "a = 1\nb = [2]")["state_name"]
+    child = ok(lazy, "c = b + [3]", parent)["state_name"]
+    variables = lazy.describe(child)["variables"]
+    assert {k: v["repr"] for k, v in variables.items()} == {"a": "1", "b": "[2]", "c": "[2, 3]"}
+
+
+def test_a_state_reports_its_approximate_size(kernel):
+    small = ok(kernel, "x = [0] * 10")["state_name"]
+    big = ok(kernel, "x = [[i] for i in range(20000)]")["state_name"]
+    child = ok(kernel, "y = 1", big)["state_name"]
+    sizes = {name: kernel.describe(name)["approx_bytes"] for name in (small, big, child)}
+    assert 0 < sizes[small] < 1000
+    assert 20000 * sys.getsizeof([0]) <= sizes[big] == sizes[child]
+
+
+def caller_global(name):
+    """What pandas' query() and numexpr do: read a name from the caller's globals."""
+    return sys._getframe(1).f_globals[name]
+
+
+helpers.caller_global = caller_global
