@@ -32,7 +32,7 @@ class Capture:
         self._lock = threading.Lock()
         self._outputs = []
         self._head_used = collections.Counter()
-        self._tails = collections.defaultdict(collections.deque)
+        self._tails = {}  # stream name -> deque of the latest text past the head
         self._tail_used = collections.Counter()
         self._omitted = collections.Counter()
 
@@ -57,7 +57,7 @@ class Capture:
             self._outputs.append({"output_type": "stream", "name": name, "text": text})
 
     def _keep_tail(self, name, text):
-        tail, room = self._tails[name], self.limit - self.limit // 2
+        tail, room = self._tails.setdefault(name, collections.deque()), self.limit - self.limit // 2
         tail.append(text)
         self._tail_used[name] += len(text)
         while self._tail_used[name] > room:

@@ -52,6 +52,8 @@ def compile_cell(code, filename):
 
 def _ends_with_semicolon(code):
     """True if the last token of ``code`` is ``;`` (IPython: suppress the value)."""
+    if ";" not in code:
+        return False
     ignored = {tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.ENDMARKER,
                tokenize.DEDENT, tokenize.INDENT}
     last = None

@@ -10,14 +10,15 @@ Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 """
 
 import itertools
+import secrets
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
 
 from . import capture, cell, interrupt
+from .threads import CellThreads
 from .storage import EAGER_BUDGET, State, Working, fresh_namespace
 
 INITIAL = "initial"
@@ -70,6 +71,12 @@ class Outcome:
     error: Optional[dict] = None
 
 
+def _held_lock():
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 # Phases of an execution: an interrupt is raised only while it is RUNNING.
 STARTING, RUNNING, DONE = "starting", "running", "done"
 
@@ -95,13 +102,13 @@ class Execution:
     interrupted_at: Optional[float] = None
     stuck: bool = False
     started: float = field(default_factory=time.monotonic)
-    started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
-    finished: threading.Event = field(default_factory=threading.Event)
+    started_at: float = field(default_factory=time.time)
+    finished: threading.Lock = field(default_factory=_held_lock)  # released when reply is set
     reply: Optional[dict] = None
 
     def summary(self):
         return {"exec_id": self.exec_id, "state_name": self.state_name,
-                "new_state_name": self.new_state_name, "started": self.started_at,
+                "new_state_name": self.new_state_name, "started": datetime.fromtimestamp(self.started_at, timezone.utc).isoformat(),
                 "elapsed": round(time.monotonic() - self.started, 3),
                 "timeout": self.timeout, "interrupted": self.interrupt_reason is not None,
                 "interrupt_reason": self.interrupt_reason, "stuck": self.stuck,
@@ -135,6 +142,7 @@ class SnapshotKernel:
         self.repr_limit = repr_limit
         self.grace = grace
         self.eager_budget = eager_budget
+        self._threads = CellThreads()
         self._lock = threading.Lock()
         self._states = {}
         self._running = {}
@@ -205,20 +213,19 @@ class SnapshotKernel:
         nothing. Returns the reply dict of the HTTP API.
         """
         capture.install()  # again: a host such as pytest may have swapped sys.stdout since
-        exec_id = exec_id if exec_id is not None else uuid.uuid4().hex
+        exec_id = exec_id if exec_id is not None else secrets.token_hex(16)
         check_name(exec_id, "exec_id")
         if new_state_name is not None:
             check_name(new_state_name, "new_state_name")
         limits = (_positive("timeout", timeout, self.timeout),
                   _positive("max_output", max_output, self.output_limit, whole=True))
         run, source = self._begin(code, state_name, exec_id, new_state_name, *limits)
-        threading.Thread(target=self._run, args=(run, source), daemon=True,
-                         name=f"snapshot-kernel cell {exec_id}").start()
+        self._threads.submit(lambda: self._run(run, source), f"snapshot-kernel cell {exec_id}")
         return self._await(run)
 
     def _await(self, run):
         """Wait for ``run``; interrupt it at its deadline; give up on it after the grace."""
-        while not run.finished.wait(POLL):
+        while not run.finished.acquire(timeout=POLL):
             with self._lock:
                 now = time.monotonic()
                 if run.timeout is not None and now - run.started >= run.timeout:
@@ -331,7 +338,7 @@ class SnapshotKernel:
         if name is None:
             cell.forget_source(run.filename)
         run.reply = self._reply(run, outcome, name)
-        run.finished.set()
+        run.finished.release()
 
     def _judge(self, run, outcome):
         """The outcome to report: resets and timeouts override what the cell did."""

@@ -1,0 +1,42 @@
+"""Reusable daemon threads for cells.
+
+Starting a thread costs more than running a trivial cell, so threads that
+finish a cell wait for the next one (up to ``max_idle`` of them). Each cell
+runs in a fresh ``contextvars.Context``, so context variables such as the
+``decimal`` context do not carry over from one cell to the next. Plain
+``threading.local`` data does carry over, as it does between the cells of a
+Jupyter kernel, which all run on one thread.
+"""
+
+import contextvars
+import queue
+import threading
+
+
+class CellThreads:
+    """Runs each submitted job in a daemon thread, reusing idle ones."""
+
+    def __init__(self, max_idle=4):
+        self.max_idle = max_idle
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._jobs = queue.SimpleQueue()
+
+    def submit(self, job, name):
+        """Run ``job()`` in a thread called ``name``; return at once."""
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+                self._jobs.put((job, name))
+                return
+        threading.Thread(target=self._work, args=(job, name), daemon=True).start()
+
+    def _work(self, job, name):
+        while True:
+            threading.current_thread().name = name
+            contextvars.Context().run(job)
+            with self._lock:
+                if self._idle >= self.max_idle:
+                    return
+                self._idle += 1
+            job, name = self._jobs.get()
