@@ -200,6 +200,12 @@ def test_exiting_is_an_error_of_the_cell(kernel, code, ename):
     assert ok(kernel, "1 + 1")["state_name"] in kernel.state_names()
 
 
+def test_context_variables_do_not_carry_over_between_cells(kernel):
+    for _ in range(3):  # cells may reuse a thread: each still starts with a fresh context
+        code = "import decimal\nprint(decimal.getcontext().prec)\ndecimal.getcontext().prec = 5"
+        assert stdout(ok(kernel, code)) == "28\n"
+
+
 # -- shown values ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("code, shown", [
