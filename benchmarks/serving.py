@@ -1,0 +1,112 @@
+"""Two servers on loopback, served the same way, and a keep-alive client for them.
+
+Both run Cheroot on 127.0.0.1:0 in a daemon thread of this process, built by
+``snapshot_kernel.main.make_server``: the snapshot kernel's app, and a bare
+Bottle app whose POST /execute does no work. Only the app differs.
+"""
+
+import http.client
+import json
+import threading
+import time
+from contextlib import contextmanager
+
+import bottle
+
+from snapshot_kernel.kernel import SnapshotKernel
+from snapshot_kernel.main import create_app, make_server
+
+TOKEN = "benchmark-token"
+HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+
+
+def bare_app():
+    """A Bottle app whose POST /execute answers a constant JSON object."""
+    app = bottle.Bottle()
+
+    @app.post("/execute")
+    def execute():
+        return {"ok": True}
+
+    return app
+
+
+@contextmanager
+def serving(app, threads=4):
+    """Serve ``app`` on a free loopback port; yield the port; stop the server after."""
+    server = make_server(app, ("127.0.0.1", 0), threads=threads)
+    server.prepare()
+    thread = threading.Thread(target=server.serve, daemon=True, name="benchmark server")
+    thread.start()
+    try:
+        yield server.bind_addr[1]
+    finally:
+        server.stop()
+
+
+class Client:
+    """One keep-alive connection that POSTs a fixed JSON body and times each reply."""
+
+    def __init__(self, port, body, check):
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.body = json.dumps(body).encode("utf-8")
+        self.check = check
+
+    def post(self):
+        """Seconds from sending the request to having read the whole reply."""
+        start = time.perf_counter()
+        self.connection.request("POST", "/execute", body=self.body, headers=HEADERS)
+        response = self.connection.getresponse()
+        payload = response.read()
+        elapsed = time.perf_counter() - start
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {payload[:200]!r}")
+        self.check(json.loads(payload))
+        return elapsed
+
+    def close(self):
+        self.connection.close()
+
+
+def _kernel_reply_ok(reply):
+    if reply.get("error") is not None:
+        raise RuntimeError(f"the cell failed: {reply['error']}")
+
+
+def _bare_reply_ok(reply):
+    if reply != {"ok": True}:
+        raise RuntimeError(f"unexpected reply {reply!r}")
+
+
+def trivial_latencies(rounds, per_round, warmup=20):
+    """Per-request seconds ``(kernel, bare)`` for POST /execute of ``1+1``.
+
+    Requests go in rounds of ``per_round`` to each server, the order flipping
+    every round, so that drift in the machine's speed hits both alike.
+    """
+    body = {"code": "1+1", "state_name": "initial"}
+    kernel = SnapshotKernel()
+    try:
+        with serving(create_app(kernel, TOKEN)) as kernel_port, \
+                serving(bare_app()) as bare_port:
+            clients = (Client(kernel_port, body, _kernel_reply_ok),
+                       Client(bare_port, body, _bare_reply_ok))
+            try:
+                return _interleaved(clients, rounds, per_round, warmup)
+            finally:
+                for client in clients:
+                    client.close()
+    finally:
+        kernel.close()
+
+
+def _interleaved(clients, rounds, per_round, warmup):
+    for client in clients:
+        for _ in range(warmup):
+            client.post()
+    times = tuple([] for _ in clients)
+    for round_number in range(rounds):
+        order = range(len(clients)) if round_number % 2 == 0 else reversed(range(len(clients)))
+        for index in order:
+            times[index].extend(clients[index].post() for _ in range(per_round))
+    return times
