@@ -7,6 +7,8 @@ Bottle app whose POST /execute does no work. Only the app differs.
 
 import http.client
 import json
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -81,32 +83,50 @@ def _bare_reply_ok(reply):
 def trivial_latencies(rounds, per_round, warmup=20):
     """Per-request seconds ``(kernel, bare)`` for POST /execute of ``1+1``.
 
-    Requests go in rounds of ``per_round`` to each server, the order flipping
-    every round, so that drift in the machine's speed hits both alike.
+    The client runs in its own process, as curl or an agent would: in this
+    one it would compete with the servers' threads for the GIL. Requests go in
+    rounds of ``per_round`` to each server, the order flipping every round, so
+    that drift in the machine's speed hits both alike.
     """
-    body = {"code": "1+1", "state_name": "initial"}
     kernel = SnapshotKernel()
     try:
         with serving(create_app(kernel, TOKEN)) as kernel_port, \
                 serving(bare_app()) as bare_port:
-            clients = (Client(kernel_port, body, _kernel_reply_ok),
-                       Client(bare_port, body, _bare_reply_ok))
-            try:
-                return _interleaved(clients, rounds, per_round, warmup)
-            finally:
-                for client in clients:
-                    client.close()
+            job = {"ports": [kernel_port, bare_port], "rounds": rounds,
+                   "per_round": per_round, "warmup": warmup}
+            done = subprocess.run([sys.executable, "-c", CLIENT, json.dumps(job)],
+                                  capture_output=True, text=True, timeout=600, check=True)
+            return tuple(json.loads(done.stdout))
     finally:
         kernel.close()
 
 
-def _interleaved(clients, rounds, per_round, warmup):
-    for client in clients:
-        for _ in range(warmup):
-            client.post()
-    times = tuple([] for _ in clients)
-    for round_number in range(rounds):
-        order = range(len(clients)) if round_number % 2 == 0 else reversed(range(len(clients)))
-        for index in order:
-            times[index].extend(clients[index].post() for _ in range(per_round))
-    return times
+# The client process: keep-alive connections to each port, interleaved rounds,
+# and a check of every reply, so a failing cell cannot pass for a fast one.
+CLIENT = """
+import http.client, json, sys, time
+job = json.loads(sys.argv[1])
+body = json.dumps({"code": "1+1", "state_name": "initial"}).encode()
+headers = {"Authorization": "Bearer %s", "Content-Type": "application/json"}
+connections = [http.client.HTTPConnection("127.0.0.1", port, timeout=30) for port in job["ports"]]
+
+def post(index):
+    start = time.perf_counter()
+    connections[index].request("POST", "/execute", body=body, headers=headers)
+    response = connections[index].getresponse()
+    reply = json.loads(response.read())
+    elapsed = time.perf_counter() - start
+    if response.status != 200 or reply.get("error") is not None:
+        raise SystemExit("bad reply from port %%d: %%r" %% (job["ports"][index], reply))
+    return elapsed
+
+for index in range(len(connections)):
+    for _ in range(job["warmup"]):
+        post(index)
+times = [[] for _ in connections]
+for number in range(job["rounds"]):
+    order = range(len(connections)) if number %% 2 == 0 else reversed(range(len(connections)))
+    for index in order:
+        times[index].extend(post(index) for _ in range(job["per_round"]))
+print(json.dumps(times))
+""" % TOKEN

@@ -31,20 +31,20 @@ class Capture:
         self.closed = False
         self._lock = threading.Lock()
         self._outputs = []
-        self._head_used = collections.Counter()
+        self._head_used = {}  # stream name -> characters kept in the head
         self._tails = {}  # stream name -> deque of the latest text past the head
-        self._tail_used = collections.Counter()
-        self._omitted = collections.Counter()
+        self._tail_used = {}
+        self._omitted = {}
 
     def write(self, name, text):
         with self._lock:
             if self.limit is None:
                 self._append(name, text)
                 return
-            head_room = self.limit // 2 - self._head_used[name]
+            head_room = self.limit // 2 - self._head_used.get(name, 0)
             if head_room > 0:
                 self._append(name, text[:head_room])
-                self._head_used[name] += len(text[:head_room])
+                self._head_used[name] = self._head_used.get(name, 0) + len(text[:head_room])
                 text = text[head_room:]
             if text:
                 self._keep_tail(name, text)
@@ -59,26 +59,30 @@ class Capture:
     def _keep_tail(self, name, text):
         tail, room = self._tails.setdefault(name, collections.deque()), self.limit - self.limit // 2
         tail.append(text)
-        self._tail_used[name] += len(text)
-        while self._tail_used[name] > room:
-            excess = self._tail_used[name] - room
+        used = self._tail_used.get(name, 0) + len(text)
+        while used > room:
+            excess = used - room
             first = tail.popleft()
             if len(first) > excess:
                 tail.appendleft(first[excess:])
             dropped = min(len(first), excess)
-            self._tail_used[name] -= dropped
-            self._omitted[name] += dropped
+            used -= dropped
+            self._omitted[name] = self._omitted.get(name, 0) + dropped
+        self._tail_used[name] = used
 
     def outputs(self):
         """The stream items so far, with each stream's kept tail at the end."""
         with self._lock:
             items = [dict(item) for item in self._outputs]
             for name, tail in self._tails.items():
+                # Trimmed again here: an interrupt can land between a write and its trim.
+                text, room = "".join(tail), self.limit - self.limit // 2
+                omitted = self._omitted.get(name, 0) + max(len(text) - room, 0)
                 marker = ""
-                if self._omitted[name]:
-                    marker = f"\n[... {self._omitted[name]} characters of {name} omitted ...]\n"
+                if omitted:
+                    marker = f"\n[... {omitted} characters of {name} omitted ...]\n"
                 items.append({"output_type": "stream", "name": name,
-                              "text": marker + "".join(tail)})
+                              "text": marker + text[max(len(text) - room, 0):]})
             return items
 
 

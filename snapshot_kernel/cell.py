@@ -42,11 +42,16 @@ def forget_source(filename):
 def compile_cell(code, filename):
     """Compile ``code`` to ``(body, last_expression)``; the latter is None unless
     the cell ends in an expression whose value should be shown."""
+    if "\n" not in code.strip():
+        try:  # one line that is one expression: the common `df.head()` needs no AST
+            return None, compile(code, filename, "eval")
+        except SyntaxError:  # a statement, or a trailing `;`: the general path says which
+            pass
     tree = ast.parse(code, filename, "exec")
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr) and not _ends_with_semicolon(code):
         last = ast.Expression(tree.body.pop().value)
-    body = compile(tree, filename, "exec")
+    body = compile(tree, filename, "exec") if tree.body else None
     return body, (compile(last, filename, "eval") if last is not None else None)
 
 
@@ -65,7 +70,8 @@ def _ends_with_semicolon(code):
 
 def run_code(body, last, namespace):
     """Execute a compiled cell in ``namespace``; return the last expression's value."""
-    exec(body, namespace)
+    if body is not None:
+        exec(body, namespace)
     return eval(last, namespace) if last is not None else None
 
 

@@ -70,8 +70,12 @@ def copy_names(source, names, target, aliases=(), track=False, replace=()):
         copier.memo[id(original)] = stand_in
         copier.keep_alive.append(original)
     for name in names:
+        value = source[name]
+        if type(value) in _ATOMIC:  # most top-level values: no memo, nothing to track
+            target[name] = value
+            continue
         copier.label = name
-        target[name] = copier.copy_or_share(source[name])
+        target[name] = copier.copy_or_share(value)
     return copier
 
 

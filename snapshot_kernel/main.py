@@ -164,7 +164,7 @@ def _read_body(max_body):
         raise bottle.HTTPError(411, "send the body with a Content-Length header")
     if length > max_body:
         raise bottle.HTTPError(413, f"the body is {length} bytes; the limit is {max_body}")
-    return bottle.request.body.read() if length > 0 else b""
+    return bottle.request.environ["wsgi.input"].read(length) if length > 0 else b""
 
 
 def _parse_json(raw):
