@@ -28,7 +28,7 @@ import threading
 import types
 import weakref
 
-_ATOMIC = frozenset({
+ATOMIC = frozenset({
     type(None), int, float, bool, complex, str, bytes, range, type(Ellipsis),
     type(NotImplemented), types.BuiltinFunctionType, types.CodeType,
     types.ModuleType, types.MethodWrapperType, types.WrapperDescriptorType,
@@ -71,7 +71,7 @@ def copy_names(source, names, target, aliases=(), track=False, replace=()):
         copier.keep_alive.append(original)
     for name in names:
         value = source[name]
-        if type(value) in _ATOMIC:  # most top-level values: no memo, nothing to track
+        if type(value) in ATOMIC:  # most top-level values: no memo, nothing to track
             target[name] = value
             continue
         copier.label = name
@@ -133,7 +133,7 @@ class Copier:
                 self._link(self.owner[key], self.label)
             return self.memo[key]
         cls = type(obj)
-        if cls in _ATOMIC:
+        if cls in ATOMIC:
             return obj
         try:
             new = self._copy_new(obj, cls)

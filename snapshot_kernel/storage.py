@@ -27,12 +27,13 @@ import dis
 import functools
 import re
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
 
-from .copier import StoredNamespace, copy_names
+from .copier import ATOMIC, StoredNamespace, copy_names
 
 EAGER_BUDGET = 1 << 20  # bytes: a state lighter than this is copied whole
 # Names whose use can reach the globals dict without a name lookup.
@@ -61,7 +62,12 @@ class State:
     shared: dict
     groups: dict = field(default_factory=dict)  # name -> Group, for every non-dunder name
     weight: int = 0
-    timestamp: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    created: float = field(default_factory=time.time)  # seconds since the epoch
+
+    @property
+    def timestamp(self):
+        """When the state was stored, in ISO 8601 (UTC)."""
+        return datetime.fromtimestamp(self.created, timezone.utc).isoformat()
 
 
 def fresh_namespace():
@@ -172,12 +178,22 @@ class Working:
             names, everything = code_needs(code)
             self.materialize(list(self.pending) if everything else names)
 
+    def _unchanged(self, touched):
+        """True if the cell only read immutable values: its state can be the parent's."""
+        source, namespace = self.state.namespace, self.namespace
+        return (all(key in source and namespace[key] is source[key]
+                    and type(source[key]) in ATOMIC for key in touched)
+                and all(key in namespace or key in self.pending for key in source))
+
     def commit(self):
         """The fields of a new State: the parent's objects for the names the cell
         did not touch, fresh copies of the rest (running code may still hold those)."""
         with self._lock:
             source = self.state
             touched = [key for key in list(self.namespace) if key != "__builtins__"]
+            if self._unchanged(touched):
+                return {"namespace": source.namespace, "shared": source.shared,
+                        "groups": source.groups, "weight": source.weight}
             stored = StoredNamespace(source.namespace)
             stored["__builtins__"] = builtins
             kept = {key for key in source.namespace  # neither copied in nor reassigned
