@@ -1,10 +1,10 @@
 """SnapshotKernel: immutable namespace states and executions that branch from them.
 
-A state is a namespace dict that no running code can reach: an execution runs
-on a private deep copy of its source state and, if the cell succeeds, a deep
-copy of the result becomes a new state. The kernel lock guards only the tables
-(states, running executions, reserved names); copying and running happen
-outside it, which is safe because stored namespaces are never mutated.
+No running code can reach a stored state: an execution runs on a private
+namespace filled with copies from its source state (see ``storage``), and if
+the cell succeeds its result is stored as a new state. The kernel lock guards
+only the tables (states, running executions, reserved names); copying and
+running happen outside it, which is safe because stored states never change.
 
 Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 """
@@ -13,13 +13,12 @@ import itertools
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Optional
 
 from . import capture, cell, interrupt
-from .threads import CellThreads
+from .execution import (DONE, RUNNING, STARTING, Execution, Outcome, interrupted_error,
+                        kernel_error, stuck_error)
 from .storage import EAGER_BUDGET, State, Working, fresh_namespace
+from .threads import CellThreads
 
 INITIAL = "initial"
 MAX_NAME_LENGTH = 128
@@ -62,59 +61,6 @@ class ProtectedState(KernelError):
     pass
 
 
-@dataclass
-class Outcome:
-    """What a cell produced: a namespace to commit, or an error."""
-
-    stored: Optional[dict] = None  # the fields of the State to store
-    result: Optional[dict] = None
-    error: Optional[dict] = None
-
-
-def _held_lock():
-    lock = threading.Lock()
-    lock.acquire()
-    return lock
-
-
-# Phases of an execution: an interrupt is raised only while it is RUNNING.
-STARTING, RUNNING, DONE = "starting", "running", "done"
-
-
-@dataclass
-class Execution:
-    """One /execute call; mutable fields are guarded by the kernel lock."""
-
-    exec_id: str
-    code: str
-    state_name: str
-    new_state_name: Optional[str]
-    generation: int
-    capture: capture.Capture
-    filename: str
-    timeout: Optional[float]
-    output_limit: Optional[int]
-    phase: str = STARTING
-    thread_id: Optional[int] = None
-    interrupt_requested: bool = False
-    interrupt_sent: bool = False
-    interrupt_reason: Optional[str] = None  # "request", "timeout", "reset" or "shutdown"
-    interrupted_at: Optional[float] = None
-    stuck: bool = False
-    started: float = field(default_factory=time.monotonic)
-    started_at: float = field(default_factory=time.time)
-    finished: threading.Lock = field(default_factory=_held_lock)  # released when reply is set
-    reply: Optional[dict] = None
-
-    def summary(self):
-        return {"exec_id": self.exec_id, "state_name": self.state_name,
-                "new_state_name": self.new_state_name, "started": datetime.fromtimestamp(self.started_at, timezone.utc).isoformat(),
-                "elapsed": round(time.monotonic() - self.started, 3),
-                "timeout": self.timeout, "interrupted": self.interrupt_reason is not None,
-                "interrupt_reason": self.interrupt_reason, "stuck": self.stuck,
-                "thread_id": self.thread_id}
-
-
 def check_name(name, what="state name"):
     """Raise InvalidName unless ``name`` can be used in a URL path and a log line."""
     if not isinstance(name, str) or not name:
@@ -129,7 +75,7 @@ def check_name(name, what="state name"):
 
 
 class SnapshotKernel:
-    """Holds the states and runs cells against them, each in its own thread."""
+    """Holds the states and runs cells against them, each on a cell thread."""
 
     def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
                  repr_limit=DEFAULT_REPR_LIMIT, grace=DEFAULT_GRACE, eager_budget=EAGER_BUDGET):
@@ -231,10 +177,10 @@ class SnapshotKernel:
                 if run.timeout is not None and now - run.started >= run.timeout:
                     self._interrupt_locked(run, "timeout")
                 if self._closed:
-                    return self._abandon_locked(run, _error(
+                    return self._abandon_locked(run, kernel_error(
                         "KernelShutdown", "the server is shutting down; nothing was stored"))
                 if run.interrupted_at is not None and now - run.interrupted_at >= self.grace:
-                    return self._abandon_locked(run, _stuck_error(run, self.grace))
+                    return self._abandon_locked(run, stuck_error(run, self.grace))
         return run.reply
 
     def _abandon_locked(self, run, error):
@@ -280,7 +226,7 @@ class SnapshotKernel:
             outcome = self._attempt(run, source)
         except KeyboardInterrupt:  # our interrupt, landed in kernel code just around the cell
             self._disarm(run)      # each run is sent one at most, so none can be pending now
-            outcome = Outcome(error=_interrupted())
+            outcome = Outcome(error=interrupted_error())
         self._finish(run, outcome)
 
     def _attempt(self, run, source):
@@ -344,11 +290,11 @@ class SnapshotKernel:
         """The outcome to report: resets and timeouts override what the cell did."""
         if run.generation != self._generation:
             message = "the kernel was reset while this cell ran; nothing was stored"
-            return Outcome(error=_error("KernelReset", message))
+            return Outcome(error=kernel_error("KernelReset", message))
         if run.interrupt_reason == "timeout":
             message = f"the cell ran past its {run.timeout:g} s timeout and was interrupted"
             frames = outcome.error["traceback"][:-1] if outcome.error else []
-            return Outcome(error=_error("TimeoutError", message, frames))
+            return Outcome(error=kernel_error("TimeoutError", message, frames))
         return outcome
 
     def _auto_name(self):
@@ -402,22 +348,3 @@ def _positive(name, value, default, whole=False):
         kind = "whole number" if whole else "number of seconds"
         raise InvalidArgument(f"{name} must be a positive {kind}, got {value!r}")
     return value
-
-
-def _stuck_error(run, grace):
-    timed_out = run.interrupt_reason == "timeout"
-    cause = f"its {run.timeout:g} s timeout" if timed_out else "an interrupt"
-    message = (f"the cell did not stop within {grace:g} s of {cause}: it is still running, "
-               f"stuck (blocked in C or ignoring KeyboardInterrupt), and will store nothing; "
-               f"GET /executions lists it")
-    return _error("TimeoutError" if timed_out else "KeyboardInterrupt", message)
-
-
-def _error(ename, evalue, frames=()):
-    """An error dict for an outcome the kernel decided, not one the cell raised."""
-    return {"ename": ename, "evalue": evalue,
-            "traceback": [*frames, f"{ename}: {evalue}\n"]}
-
-
-def _interrupted():
-    return _error("KeyboardInterrupt", "the cell was interrupted")

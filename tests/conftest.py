@@ -1,5 +1,10 @@
+import threading
+import time
+
 import pytest
 import webtest
+
+import helpers
 
 from snapshot_kernel.kernel import SnapshotKernel
 from snapshot_kernel.storage import EAGER_BUDGET
@@ -25,3 +30,12 @@ def app(anonymous):
     """A WebTest client that presents the token as a Bearer header."""
     anonymous.authorization = ("Bearer", TOKEN)
     return anonymous
+
+
+@pytest.fixture
+def signal_name():
+    """A fresh threading.Event, reachable from cells as helpers.<name>."""
+    name = f"event_{time.monotonic_ns()}"
+    setattr(helpers, name, threading.Event())
+    yield name
+    delattr(helpers, name)

@@ -1,4 +1,9 @@
-"""Small helpers shared by the kernel-level tests."""
+"""Small helpers shared by the kernel-level tests. Cells import this module
+too, to reach events and locks that tests hand them."""
+
+import threading
+
+WAIT = 10  # seconds; every wait in the tests is bounded by it
 
 
 def stdout(reply):
@@ -22,3 +27,17 @@ def ok(kernel, code, state="initial", **kwargs):
 def printed(kernel, code, state):
     """What ``code`` prints when run on ``state`` (which must succeed)."""
     return stdout(ok(kernel, code, state))
+
+
+def in_background(kernel, code, state="initial", **kwargs):
+    """Start an execution in a thread; return a function that waits for its reply."""
+    replies = []
+    thread = threading.Thread(target=lambda: replies.append(kernel.execute(code, state, **kwargs)))
+    thread.start()
+
+    def reply():
+        thread.join(WAIT)
+        assert not thread.is_alive(), "the execution did not finish"
+        return replies[0]
+
+    return reply

@@ -6,34 +6,8 @@ import time
 import pytest
 
 import helpers
-from helpers import ok, stdout
+from helpers import WAIT, in_background, ok, stdout
 from snapshot_kernel.kernel import ExecutionExists, StateExists, UnknownExecution
-
-WAIT = 10  # seconds; every wait in these tests is bounded by it
-
-
-def in_background(kernel, code, state="initial", **kwargs):
-    """Start an execution in a thread; return a function that waits for its reply."""
-    replies = []
-    thread = threading.Thread(target=lambda: replies.append(kernel.execute(code, state, **kwargs)))
-    thread.start()
-
-    def reply():
-        thread.join(WAIT)
-        assert not thread.is_alive(), "the execution did not finish"
-        return replies[0]
-
-    return reply
-
-
-@pytest.fixture
-def signal_name():
-    """A fresh threading.Event, reachable from cells as helpers.<name>."""
-    name = f"event_{time.monotonic_ns()}"
-    setattr(helpers, name, threading.Event())
-    yield name
-    delattr(helpers, name)
-
 
 @pytest.fixture
 def uncaught(monkeypatch):

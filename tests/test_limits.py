@@ -6,9 +6,8 @@ import time
 import pytest
 
 import helpers
-from helpers import ok, result, stdout
+from helpers import WAIT, in_background, ok, result, stdout
 from snapshot_kernel.kernel import InvalidArgument, SnapshotKernel
-from test_concurrency import WAIT, in_background, signal_name  # noqa: F401 (a fixture)
 
 BLOCKING_CALLS = {
     "busy loop": "while True:\n    pass",

@@ -5,7 +5,6 @@ checks what the user sees.
 """
 
 import sys
-import weakref
 
 import pytest
 
