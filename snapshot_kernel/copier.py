@@ -6,11 +6,13 @@ here follows deepcopy's protocol (``__deepcopy__``, copyreg, ``__reduce_ex__``)
 with one memo for the whole namespace, so aliases stay aliases at any depth,
 and in addition
 
-* rebinds functions whose ``__globals__`` is the source namespace to the target
-  namespace, copying their closure cells, defaults and ``__dict__``;
-* copies classes defined in the source namespace (metaclass ``type`` or
-  ``ABCMeta``), so class attributes are private to the copy and copied instances
-  are instances of the copied class;
+* rebinds functions defined by cells (their ``__globals__`` is a stored state's
+  namespace or the running one) to the target namespace, copying their closure
+  cells, defaults and ``__dict__``;
+* copies classes defined by cells (``__module__ == "__main__"``, metaclass
+  ``type`` or ``ABCMeta``), so class attributes are private to the copy and
+  copied instances are instances of the copied class;
+* records, when asked, which names reach the same objects (co-variables);
 * shares by reference what it cannot copy: modules always, and any value whose
   copy fails (locks, generators, open files, threads). A failure is contained
   at the nearest top-level name, class attribute or element of a list, dict or
@@ -23,6 +25,7 @@ classes with other metaclasses (``Enum``, most ORMs) are shared.
 
 import abc
 import copyreg
+import itertools
 import sys
 import threading
 import types
@@ -120,7 +123,7 @@ class Copier:
 
     def _rollback(self, mark):
         """Forget every copy made since the memo had ``mark`` entries."""
-        for key in list(reversed(self.memo))[:len(self.memo) - mark]:
+        for key in list(itertools.islice(reversed(self.memo), len(self.memo) - mark)):
             del self.memo[key]
 
     def copy(self, obj):
