@@ -145,3 +145,12 @@ def caller_global(name):
 
 
 helpers.caller_global = caller_global
+
+
+def test_objects_a_cell_leaves_behind_are_not_the_stored_ones(kernel):
+    parent = ok(kernel, "import helpers\ndata = [1]\nhelpers.leaked = data\n"
+                        "helpers.leaked_fn = lambda: data.append(2)")["state_name"]
+    helpers.leaked.append(99)  # what a thread or module the cell reached could do later
+    helpers.leaked_fn()
+    del helpers.leaked, helpers.leaked_fn
+    assert printed(kernel, "print(data)", parent) == "[1]\n"
