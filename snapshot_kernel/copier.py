@@ -68,26 +68,28 @@ def copy_names(source, names, target, aliases=(), track=False, replace=()):
     Runs user code (``__deepcopy__``, ``__reduce_ex__``, ``__setstate__``,
     ``__init_subclass__``), so call it where user exceptions are handled.
     """
-    copier = Copier(target, aliases, track)
-    for original, stand_in in replace:
-        copier.memo[id(original)] = stand_in
-        copier.keep_alive.append(original)
+    copier = None  # made on the first value that needs one: most cells touch none
     for name in names:
         value = source[name]
-        if type(value) in ATOMIC:  # most top-level values: no memo, nothing to track
+        if type(value) in ATOMIC:  # no memo, nothing to track
             target[name] = value
             continue
+        if copier is None:
+            copier = Copier(target, aliases, track, replace)
         copier.label = name
         target[name] = copier.copy_or_share(value)
-    return copier
+    return copier or Copier(target, aliases, track, replace)
 
 
 class Copier:
-    def __init__(self, target, aliases=(), track=False):
+    def __init__(self, target, aliases=(), track=False, replace=()):
         self.target = target
         self.aliases = {id(namespace) for namespace in aliases}
         self.memo = {key: target for key in self.aliases}
         self.keep_alive = list(aliases)
+        for original, stand_in in replace:
+            self.memo[id(original)] = stand_in
+            self.keep_alive.append(original)
         self.shared = {}
         self.shared_reasons = {}
         self.codes = []  # code of every function rebound: it may need more names

@@ -140,9 +140,10 @@ class Working:
         self.namespace["__builtins__"] = LazyBuiltins(self) if self.pending else builtins
         eager = [name for name in source if name != "__builtins__" and name not in self.pending]
         copier = copy_names(source, eager, self.namespace)
-        self._follow(copier.codes)
-        self.materialize(name for name in self.pending if name in vars(builtins))
-        self._follow(code for code in codes if code is not None)
+        if self.pending:  # what dict-level access and shadowed builtins need, up front
+            self._follow(copier.codes)
+            self.materialize(name for name in self.pending if name in vars(builtins))
+            self._follow(code for code in codes if code is not None)
 
     def resolve(self, name):
         """The value of ``name`` for a lookup that missed the globals."""
