@@ -2,6 +2,7 @@
 too, to reach events and locks that tests hand them."""
 
 import threading
+import time
 
 WAIT = 10  # seconds; every wait in the tests is bounded by it
 
@@ -41,3 +42,11 @@ def in_background(kernel, code, state="initial", **kwargs):
         return replies[0]
 
     return reply
+
+
+def wait_until_running(kernel, *exec_ids):
+    """Wait (bounded) until each of ``exec_ids`` is listed as running."""
+    deadline = time.monotonic() + WAIT
+    while not set(exec_ids) <= {run["exec_id"] for run in kernel.executions()}:
+        assert time.monotonic() < deadline, f"{exec_ids} did not start"
+        time.sleep(0.005)

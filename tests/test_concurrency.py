@@ -6,7 +6,7 @@ import time
 import pytest
 
 import helpers
-from helpers import WAIT, in_background, ok, stdout
+from helpers import WAIT, in_background, ok, stdout, wait_until_running
 from snapshot_kernel.kernel import ExecutionExists, StateExists, UnknownExecution
 
 @pytest.fixture
@@ -88,7 +88,7 @@ def test_an_interrupt_only_affects_its_target(kernel, signal_name):
     loop = f"import helpers, time\nwhile not helpers.{signal_name}.is_set():\n    time.sleep(0.001)\n'done'"
     target = in_background(kernel, loop, exec_id="target")
     bystander = in_background(kernel, loop, exec_id="bystander")
-    time.sleep(0.2)
+    wait_until_running(kernel, "target", "bystander")
     kernel.interrupt("target")
     assert target()["error"]["ename"] == "KeyboardInterrupt"
     event.set()
@@ -142,7 +142,7 @@ def test_interrupts_racing_the_end_of_cells_never_land_elsewhere(kernel, uncaugh
 def test_a_running_exec_id_cannot_be_reused(kernel, signal_name):
     code = f"import helpers\nhelpers.{signal_name}.wait(5)"
     reply = in_background(kernel, code, exec_id="busy")
-    time.sleep(0.1)
+    wait_until_running(kernel, "busy")
     with pytest.raises(ExecutionExists):
         kernel.execute("1", "initial", exec_id="busy")
     getattr(helpers, signal_name).set()
@@ -151,8 +151,8 @@ def test_a_running_exec_id_cannot_be_reused(kernel, signal_name):
 
 def test_a_new_state_name_is_reserved_while_its_execution_runs(kernel, signal_name):
     code = f"import helpers\nhelpers.{signal_name}.wait(5)"
-    reply = in_background(kernel, code, new_state_name="wanted")
-    time.sleep(0.1)
+    reply = in_background(kernel, code, exec_id="wanting", new_state_name="wanted")
+    wait_until_running(kernel, "wanting")
     with pytest.raises(StateExists):
         kernel.execute("1", "initial", new_state_name="wanted")
     getattr(helpers, signal_name).set()

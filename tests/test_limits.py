@@ -6,7 +6,7 @@ import time
 import pytest
 
 import helpers
-from helpers import WAIT, in_background, ok, result, stdout
+from helpers import WAIT, in_background, ok, result, stdout, wait_until_running
 from snapshot_kernel.kernel import InvalidArgument, SnapshotKernel
 
 BLOCKING_CALLS = {
@@ -133,6 +133,7 @@ def test_an_unstoppable_cell_answers_after_its_deadline_and_grace(code, held_loc
 def test_executions_lists_what_is_running(kernel, signal_name):
     code = f"import helpers\nhelpers.{signal_name}.wait(5)"
     reply = in_background(kernel, code, exec_id="listed", new_state_name="target", timeout=9)
+    wait_until_running(kernel, "listed")
     time.sleep(0.2)
     [listed] = kernel.executions()
     getattr(helpers, signal_name).set()
@@ -166,7 +167,7 @@ def test_each_stream_has_its_own_budget(kernel):
 def test_an_endless_printer_uses_bounded_memory_and_does_not_block_others(kernel):
     printer = in_background(kernel, "while True:\n    print('spam ' * 20)",
                             exec_id="printer", timeout=2, max_output=1000)
-    time.sleep(0.3)
+    wait_until_running(kernel, "printer")
     assert ok(kernel, "'others still run'")["error"] is None
     assert [run["exec_id"] for run in kernel.executions()] == ["printer"]
     reply = printer()
@@ -217,7 +218,9 @@ def test_get_executions_over_http(app, signal_name):
         "code": f"import helpers\nhelpers.{signal_name}.wait(5)",
         "state_name": "initial", "exec_id": "http-run"}))
     thread.start()
-    time.sleep(0.2)
+    deadline = time.monotonic() + WAIT
+    while not app.get("/executions").json["executions"] and time.monotonic() < deadline:
+        time.sleep(0.005)
     listed = app.get("/executions").json["executions"]
     getattr(helpers, signal_name).set()
     thread.join(WAIT)
