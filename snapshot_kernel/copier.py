@@ -95,6 +95,7 @@ class Copier:
         self.codes = []  # code of every function rebound: it may need more names
         self.label = None
         self.inside_object = 0  # > 0 while copying an object's reduce args and state
+        self.made_classes = set()  # ids of the classes this copy made
         self.track = track
         self.owner = {}  # with track: id of each original copied -> first name to reach it
         self.links = {}  # with track: union-find parents over names that share objects
@@ -315,7 +316,8 @@ class Copier:
                 "__doc__": body.get("__doc__")}
         if "__slots__" in body:
             init["__slots__"] = body["__slots__"]
-        new = type(cls)(cls.__name__, bases, init)
+        new = _quiet_class(type(cls), cls.__name__, bases, init, self.made_classes)
+        self.made_classes.add(id(new))
         self.memo[id(cls)] = new  # before the attributes: methods refer back to it
         for name, value in list(body.items()):  # copyreg caches __slotnames__ on cls
             if name in init or name in _CLASS_SKIP or _is_slot_of(value, cls):
@@ -367,6 +369,30 @@ class Copier:
         for key, value in dictiter or ():
             new[self.copy_or_share(key)] = self.copy_or_share(value)
         return new
+
+
+def _quiet_class(meta, name, bases, init, made_classes):
+    """``meta(name, bases, init)`` without re-running a cell's ``__init_subclass__``.
+
+    The hook ran when the original class was made; running it again for the copy
+    would register it twice, or fail for want of the class keywords it got then.
+    Only a hook on a class this copy made (``made_classes``, by id) is silenced,
+    and only for this call: nothing stored or shared is ever touched.
+    """
+    definer = next((klass for base in bases for klass in base.__mro__
+                    if "__init_subclass__" in vars(klass) and klass is not object), None)
+    if definer is None or id(definer) not in made_classes:
+        return meta(name, bases, init)
+    hook = vars(definer)["__init_subclass__"]
+    definer.__init_subclass__ = classmethod(_ignore)
+    try:
+        return meta(name, bases, init)
+    finally:
+        definer.__init_subclass__ = hook
+
+
+def _ignore(*args, **kwargs):
+    return None
 
 
 def _set_state(new, state):

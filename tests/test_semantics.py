@@ -155,6 +155,21 @@ def test_slots_classes_are_copied_with_their_instances(kernel):
     assert printed(kernel, "print(s.items)", parent) == "[1]\n"
 
 
+def test_init_subclass_hooks_do_not_run_again_when_classes_are_copied(kernel):
+    parent = branch(kernel, ("class Base:\n"
+                             "    def __init_subclass__(cls, tag, **kwargs):\n"
+                             "        Base.registry.append(tag)\n"
+                             "    registry = []\n"
+                             "class A(Base, tag='a'):\n"
+                             "    pass\n"
+                             "class B(Base, tag='b'):\n"
+                             "    pass"))
+    code = "class C(Base, tag='c'):\n    pass\nprint(Base.registry, issubclass(A, Base))"
+    assert printed(kernel, code, parent) == "['a', 'b', 'c'] True\n"
+    assert printed(kernel, "print(Base.registry)", parent) == "['a', 'b']\n"
+    assert kernel.describe(parent)["shared"] == {}
+
+
 # -- what a script expects of __main__ -------------------------------------------------------
 
 def test_name_is_main_so_main_blocks_run(kernel):
