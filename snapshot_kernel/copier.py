@@ -26,10 +26,11 @@ classes with other metaclasses (``Enum``, most ORMs) are shared.
 import abc
 import copyreg
 import itertools
-import sys
 import threading
 import types
 import weakref
+
+from .covariables import CoVariables
 
 ATOMIC = frozenset({
     type(None), int, float, bool, complex, str, bytes, range, type(Ellipsis),
@@ -96,10 +97,7 @@ class Copier:
         self.label = None
         self.inside_object = 0  # > 0 while copying an object's reduce args and state
         self.made_classes = set()  # ids of the classes this copy made
-        self.track = track
-        self.owner = {}  # with track: id of each original copied -> first name to reach it
-        self.links = {}  # with track: union-find parents over names that share objects
-        self.weights = {}  # with track: name -> bytes of the objects it copied
+        self.covariables = CoVariables() if track else None
 
     def copy_or_share(self, value):
         """Copy ``value``; if that fails, forget the partial copy and share it.
@@ -135,8 +133,8 @@ class Copier:
         if key in self.memo:
             if key in self.shared_reasons:
                 self._note_shared(self.shared_reasons[key])
-            elif self.track and key in self.owner:
-                self._link(self.owner[key], self.label)
+            elif self.covariables is not None:
+                self.covariables.reached(key, self.label)
             return self.memo[key]
         cls = type(obj)
         if cls in ATOMIC:
@@ -152,41 +150,14 @@ class Copier:
         new = self.memo.get(key, new)  # a cycle back to obj may have copied it already
         if new is not obj:
             self.keep_alive.append(obj)
-            if self.track:
-                self._weigh(key, obj)
+            if self.covariables is not None:
+                self.covariables.copied(key, obj, self.label)
         self.memo[key] = new
         return new
 
-    # -- which names share objects (co-variables) ------------------------------
-
-    def _weigh(self, key, obj):
-        self.owner[key] = self.label
-        try:
-            size = sys.getsizeof(obj)
-        except Exception:  # a user __sizeof__ failed: the estimate is only smaller
-            size = 0
-        self.weights[self.label] = self.weights.get(self.label, 0) + size
-
-    def _root(self, name):
-        while self.links.get(name, name) != name:
-            name = self.links[name]
-        return name
-
-    def _link(self, first, second):
-        if first != second:
-            self.links[self._root(second)] = self._root(first)
-
     def groups(self, names):
-        """``{name: (frozenset of the names sharing objects with it, their bytes)}``."""
-        members = {}
-        for name in names:
-            members.setdefault(self._root(name), set()).add(name)
-        result = {}
-        for group in members.values():
-            weight = sum(self.weights.get(name, 0) for name in group)
-            for name in group:
-                result[name] = (frozenset(group), weight)
-        return result
+        """``{name: (names sharing objects with it, their bytes)}``; needs ``track``."""
+        return self.covariables.groups(names)
 
     def _copy_new(self, obj, cls):
         handler = self._dispatch.get(cls)
@@ -249,10 +220,10 @@ class Copier:
         if twin is None:
             twin = self.memo[id(cell)] = types.CellType()
             self.keep_alive.append(cell)
-            if self.track:  # closures sharing this cell share state: one group
-                self._weigh(id(cell), cell)
-        elif self.track and id(cell) in self.owner:
-            self._link(self.owner[id(cell)], self.label)
+            if self.covariables is not None:  # closures sharing a cell: one group
+                self.covariables.copied(id(cell), cell, self.label)
+        elif self.covariables is not None:
+            self.covariables.reached(id(cell), self.label)
         return twin
 
     def _fill_cell(self, cell, twin):
