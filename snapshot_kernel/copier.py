@@ -293,7 +293,7 @@ class Copier:
         for name, value in list(body.items()):  # copyreg caches __slotnames__ on cls
             if name in init or name in _CLASS_SKIP or _is_slot_of(value, cls):
                 continue
-            if _is_dunder(name) and not isinstance(value, _CODE_CARRIERS):
+            if is_dunder(name) and not isinstance(value, _CODE_CARRIERS):
                 setattr(new, name, value)  # Python's or a library's metadata (__dataclass_fields__)
             else:
                 setattr(new, name, self.copy_or_share(value))
@@ -380,8 +380,9 @@ def _set_state(new, state):
         setattr(new, key, value)
 
 
-def _is_dunder(name):
-    return name.startswith("__") and name.endswith("__")
+def is_dunder(name):
+    """True for names like ``__name__``: Python's and libraries' own."""
+    return isinstance(name, str) and name.startswith("__") and name.endswith("__")
 
 
 def _is_slot_of(value, cls):

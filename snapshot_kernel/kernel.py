@@ -15,6 +15,7 @@ import threading
 import time
 
 from . import capture, cell, interrupt
+from .copier import is_dunder
 from .execution import (DONE, RUNNING, STARTING, Execution, Outcome, interrupted_error,
                         kernel_error, stuck_error)
 from .storage import EAGER_BUDGET, State, Working, fresh_namespace
@@ -111,7 +112,7 @@ class SnapshotKernel:
         variables = {
             key: {"type": type(value).__name__, "repr": cell.safe_repr(value, self.repr_limit)}
             for key, value in state.namespace.items()
-            if isinstance(key, str) and not (key.startswith("__") and key.endswith("__"))
+            if isinstance(key, str) and not is_dunder(key)
         }
         return {"name": state.name, "timestamp": state.timestamp, "parent": state.parent,
                 "code": state.code, "variables": variables, "shared": dict(state.shared),

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
 
-from .copier import ATOMIC, StoredNamespace, copy_names
+from .copier import ATOMIC, StoredNamespace, copy_names, is_dunder
 
 EAGER_BUDGET = 1 << 20  # bytes: a state lighter than this is copied whole
 # Names whose use can reach the globals dict without a name lookup.
@@ -73,10 +73,6 @@ class State:
 def fresh_namespace():
     return StoredNamespace(__name__="__main__", __doc__=None, __package__=None,
                            __spec__=None, __builtins__=builtins)
-
-
-def _is_dunder(name):
-    return isinstance(name, str) and name.startswith("__") and name.endswith("__")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -136,7 +132,7 @@ class Working:
         """Copy in what ``codes`` need up front; leave the rest to lookups."""
         source = self.state.namespace
         if self.state.weight >= self.eager_budget:
-            self.pending = {name for name in source if not _is_dunder(name)}
+            self.pending = {name for name in source if not is_dunder(name)}
         self.namespace["__builtins__"] = LazyBuiltins(self) if self.pending else builtins
         eager = [name for name in source if name != "__builtins__" and name not in self.pending]
         copier = copy_names(source, eager, self.namespace)
@@ -215,7 +211,7 @@ class Working:
         copier = copy_names(self.namespace, touched, stored, (self.namespace,), track=True,
                             replace=[(lazy, builtins)] if lazy is not builtins else [])
         groups = _kept_groups(source.groups, kept)
-        new = copier.groups(key for key in touched if not _is_dunder(key))
+        new = copier.groups(key for key in touched if not is_dunder(key))
         groups.update({key: Group(*value) for key, value in new.items()})
         shared = {key: why for key, why in source.shared.items() if key in kept}
         shared.update(copier.shared)
