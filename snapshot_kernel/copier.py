@@ -8,44 +8,47 @@ and in addition
 
 * rebinds functions defined by cells (their ``__globals__`` is a stored state's
   namespace or the running one) to the target namespace, copying their closure
-  cells, defaults and ``__dict__``;
+  cells, defaults and ``__dict__`` (``handlers.py``);
 * copies classes defined by cells (``__module__ == "__main__"``, metaclass
   ``type`` or ``ABCMeta``), so class attributes are private to the copy and
   copied instances are instances of the copied class;
+* dispatches on type to handlers registered in a table, the library ones
+  (numpy, pandas, matplotlib) registered the first time a type of that
+  library is met, so importing them stays optional;
+* walks with an explicit stack: every handler is a generator that yields the
+  objects it needs copied and receives their copies, so depth is unbounded;
+* when storing, gives back the stored original instead of a copy that came out
+  identical to it (``origins``), so a cell stores only what it changed;
 * records, when asked, which names reach the same objects (co-variables);
 * shares by reference what it cannot copy: modules always, and any value whose
   copy fails (locks, generators, open files, threads). A failure is contained
   at the nearest top-level name, class attribute or element of a list, dict or
-  tuple; the reason is recorded under the top-level name.
-
-Not handled: objects whose own ``__deepcopy__`` calls ``copy.deepcopy`` copy
-their contents the standard way (functions inside keep their old globals);
-classes with other metaclasses (``Enum``, most ORMs) are shared.
+  tuple; the reason is recorded under the top-level name. Lack of memory is
+  not a reason to share: MemoryError propagates and fails the cell.
 """
 
-import abc
 import copyreg
 import itertools
+import sys
 import threading
 import types
 import weakref
 
+from . import deepcopy_hook
 from .covariables import CoVariables
 
 ATOMIC = frozenset({
     type(None), int, float, bool, complex, str, bytes, range, type(Ellipsis),
-    type(NotImplemented), types.BuiltinFunctionType, types.CodeType,
-    types.ModuleType, types.MethodWrapperType, types.WrapperDescriptorType,
-    types.MethodDescriptorType, types.GetSetDescriptorType,
-    types.MemberDescriptorType, weakref.ref,
+    type(NotImplemented), types.CodeType, types.ModuleType,
+    types.WrapperDescriptorType, types.MethodDescriptorType,
+    types.GetSetDescriptorType, types.MemberDescriptorType,
+    types.ClassMethodDescriptorType,
 })
 # These deep-copy "successfully" into something that no longer works.
 _LIVE_TYPES = (threading.Thread,)
-_COPYABLE_METACLASSES = (type, abc.ABCMeta)
-# Class attributes that hold functions, which must be rebound even under dunder names.
-_CODE_CARRIERS = (types.FunctionType, staticmethod, classmethod, property)
-# Made afresh by the metaclass for every class, never carried over.
-_CLASS_SKIP = frozenset({"__dict__", "__weakref__", "_abc_impl"})
+_MISS = object()
+_INLINE_DEPTH = 32  # ``attempt`` copies elements recursively up to this depth
+_CONTAINERS = (list, dict, tuple, type)  # a failed element or class attribute is shared alone
 
 
 class Uncopyable(Exception):
@@ -53,12 +56,67 @@ class Uncopyable(Exception):
 
 
 class StoredNamespace(dict):
-    """The namespace of a stored state. Functions whose ``__globals__`` is one
-    are the state's own and get rebound when copied; its type says so even for
-    functions a state inherited unchanged from an ancestor."""
+    """The globals of functions in stored states. Functions whose ``__globals__``
+    is one are cells' own and get rebound when copied; stored states never run
+    code, so one empty instance, ``STORED_GLOBALS``, serves every state."""
 
 
-def copy_names(source, names, target, aliases=(), track=False, replace=()):
+STORED_GLOBALS = StoredNamespace()
+
+# -- the dispatch table ------------------------------------------------------------------
+
+_exact = {}          # type -> handler(copier, obj), for that type only
+_inherited = {}      # type -> handler, for it and its subclasses
+_resolved = {}       # cache of library types' handlers (None: the default path)
+_registry_lock = threading.Lock()
+# Support modules, imported the first time a type of their library is met.
+LIBRARY_SUPPORT = {"numpy": "numpy_support", "pandas": "pandas_support",
+                   "matplotlib": "matplotlib_support"}
+_loaded = set()
+
+
+def register(cls, handler, subclasses=False):
+    """Copy instances of ``cls`` (and of its subclasses, if asked) with ``handler``.
+
+    ``handler(copier, obj)`` returns the copy, or a generator that yields the
+    objects it needs copied, receives each copy, and returns the new object.
+    """
+    with _registry_lock:
+        (_inherited if subclasses else _exact)[cls] = handler
+        _resolved.clear()
+
+
+def handler_for(cls):
+    """The handler for instances of ``cls``, or None for the generic path."""
+    found = _exact.get(cls, _MISS)
+    if found is not _MISS:
+        return found
+    found = _resolved.get(cls, _MISS)
+    if found is not _MISS:
+        return found
+    _load_support(cls)
+    found = _exact.get(cls)
+    if found is None:
+        found = next((_inherited[base] for base in cls.__mro__ if base in _inherited), None)
+    if cls.__module__ != "__main__":  # cells make classes without end: don't pin them
+        _resolved[cls] = found
+    return found
+
+
+def _load_support(cls):
+    for base in cls.__mro__:
+        library = (getattr(base, "__module__", None) or "").partition(".")[0]
+        module = LIBRARY_SUPPORT.get(library)
+        if module is not None and module not in _loaded:
+            _loaded.add(module)
+            __import__(f"{__package__}.{module}")
+
+
+# -- copying names ---------------------------------------------------------------------
+
+
+def copy_names(source, names, target, aliases=(), track=False, replace=(), origins=None,
+               buffers=None):
     """Deep-copy ``source[name]`` into ``target[name]`` for each of ``names``,
     with one memo, and return the Copier (``shared``, ``codes``, ``groups()``).
 
@@ -66,6 +124,10 @@ def copy_names(source, names, target, aliases=(), track=False, replace=()):
     rebound to ``target``; references to those namespaces become ``target``;
     ``replace`` pairs ``(original, stand_in)`` name other objects to swap.
     With ``track``, it also records which names share objects and their sizes.
+    ``origins`` maps ids of working objects to the stored objects they were
+    copied from (a copy-in copier's ``made``, whose memo keeps them alive): a
+    copy that comes out identical to its origin is the origin.
+    ``buffers`` keeps large buffers copy-on-write (``cow.Buffers``), if given.
     Runs user code (``__deepcopy__``, ``__reduce_ex__``, ``__setstate__``,
     ``__init_subclass__``), so call it where user exceptions are handled.
     """
@@ -74,30 +136,70 @@ def copy_names(source, names, target, aliases=(), track=False, replace=()):
         value = source[name]
         if type(value) in ATOMIC:  # no memo, nothing to track
             target[name] = value
+            if track:
+                copier = copier or Copier(target, aliases, track, replace, origins, buffers)
+                copier.covariables.atomic(name, value)
             continue
         if copier is None:
-            copier = Copier(target, aliases, track, replace)
+            copier = Copier(target, aliases, track, replace, origins, buffers)
         copier.label = name
         target[name] = copier.copy_or_share(value)
-    return copier or Copier(target, aliases, track, replace)
+    return copier or Copier(target, aliases, track, replace, origins, buffers)
+
+
+class Pending:
+    """An element whose copy has begun and needs the walk: yield it."""
+
+    __slots__ = ("obj", "work", "mark")
+
+    def __init__(self, obj, work, mark):
+        self.obj, self.work, self.mark = obj, work, mark
+
+
+class Memo(dict):
+    """The memo: id of an original -> its copy. ``get`` is what ``copy.deepcopy``
+    calls from foreign ``__deepcopy__`` methods; it reports the hit, so names
+    sharing objects only through such a method are still grouped."""
+
+    def __init__(self, copier):
+        super().__init__()
+        self._copier = weakref.ref(copier)  # not a cycle: the memo would outlive the copy
+
+    def get(self, key, default=None):
+        value = dict.get(self, key, _MISS)
+        if value is _MISS:
+            return default
+        self._copier().hit(key)
+        return value
 
 
 class Copier:
-    def __init__(self, target, aliases=(), track=False, replace=()):
+    MISS = _MISS  # what ``lookup`` returns for an object that needs copying
+
+    def __init__(self, target, aliases=(), track=False, replace=(), origins=None,
+                 buffers=None):
         self.target = target
         self.aliases = {id(namespace) for namespace in aliases}
-        self.memo = {key: target for key in self.aliases}
+        self.memo = Memo(self)
+        for key in self.aliases:
+            self.memo[key] = target
         self.keep_alive = list(aliases)
         for original, stand_in in replace:
             self.memo[id(original)] = stand_in
             self.keep_alive.append(original)
+        self.origins = origins   # id(working object) -> the stored object it came from
+        self.made = {}           # id(copy) -> original; the memo keeps the copies alive
+        self.buffers = buffers
         self.shared = {}
         self.shared_reasons = {}
         self.codes = []  # code of every function rebound: it may need more names
         self.label = None
         self.inside_object = 0  # > 0 while copying an object's reduce args and state
+        self._depth = 0  # of ``attempt`` calls inside one another
         self.made_classes = set()  # ids of the classes this copy made
         self.covariables = CoVariables() if track else None
+
+    # -- entry points ---------------------------------------------------------------
 
     def copy_or_share(self, value):
         """Copy ``value``; if that fails, forget the partial copy and share it.
@@ -106,18 +208,179 @@ class Copier:
         copied with some of its parts shared (a Barrier with its Condition
         shared but its count copied) would be neither the original nor a copy.
         """
-        if self.inside_object:
-            return self.copy(value)
         mark = len(self.memo)
         try:
             return self.copy(value)
         except Uncopyable as exc:
-            self._rollback(mark)
-            self.shared_reasons[id(value)] = str(exc)
-            self.memo[id(value)] = value
-            self.keep_alive.append(value)
-            self._note_shared(str(exc))
-            return value
+            return self.share(value, exc, mark)
+
+    def copy(self, obj):
+        """Return the copy of ``obj``, raising Uncopyable if it has none."""
+        found = self.lookup(obj)
+        if found is not _MISS:
+            return found
+        return self._walk(obj)
+
+    def lookup(self, obj):
+        """The copy of ``obj`` if it needs no work (atomic, or copied already), else _MISS."""
+        if type(obj) in ATOMIC:  # never a memo key: the memo holds originals it copied
+            return obj
+        key = id(obj)
+        if key in self.memo:
+            self.hit(key)
+            return self.memo[key]
+        return _MISS
+
+    def attempt(self, obj):
+        """For a container's element: its copy if that needs no generator, else a
+        ``Pending`` that the container's handler must yield. Shares the element
+        if it fails (but not inside an object: see ``_failed``)."""
+        found = self.lookup(obj)
+        if found is not _MISS:
+            return found
+        begun = len(self.memo)
+        if self._depth >= _INLINE_DEPTH:  # this is recursion: leave deep ones to the walk
+            return Pending(obj, None, begun)
+        self._depth += 1
+        try:
+            work = self._start(obj)
+        except Uncopyable as exc:
+            if self.inside_object:
+                raise
+            return self.share(obj, exc, begun)
+        finally:
+            self._depth -= 1
+        if type(work) is types.GeneratorType:
+            return Pending(obj, work, begun)
+        return self._finish(obj, work)
+
+    def hit(self, key):
+        """Bookkeeping for a memo hit: sharing is contagious, and names reaching it group."""
+        if key in self.shared_reasons:
+            self._note_shared(self.shared_reasons[key])
+        elif self.covariables is not None:
+            self.covariables.reached(key, self.label)
+
+    def groups(self, names):
+        """``{name: (names sharing objects with it, their bytes)}``; needs ``track``."""
+        return self.covariables.groups(names)
+
+    # -- the walk --------------------------------------------------------------------
+
+    def _walk(self, root):
+        """Copy ``root`` with an explicit stack of handler generators.
+
+        A handler yields each part it needs copied and gets the copy back. If a
+        part fails, an element of a list, dict or tuple or an attribute of a
+        class is shared alone (``_contains``); any other part's failure is thrown
+        into its handler, which fails in turn.
+        """
+        stack = []  # (original, its handler's result, memo size when it began), outermost first
+        mark = len(self.memo)
+        obj, work = root, self._start(root)
+        value = error = None
+        try:
+            while True:
+                if type(work) is types.GeneratorType:
+                    try:
+                        request = work.send(value) if error is None else work.throw(error)
+                    except StopIteration as stop:
+                        value, error = self._finish(obj, stop.value), None
+                    except Uncopyable as exc:
+                        value, error = None, exc
+                    except MemoryError:
+                        raise
+                    except RecursionError:  # inside a foreign __deepcopy__ or __reduce__
+                        value, error = None, Uncopyable("too deeply nested to copy")
+                    except Exception as exc:  # user __reduce_ex__/__setstate__/...: any failure means "cannot be copied"
+                        value, error = None, _uncopyable(exc)
+                    else:
+                        if type(request) is Pending:  # from ``attempt``
+                            if request.work is not None:  # begun there
+                                stack.append((obj, work, mark))
+                                obj, work, mark, value = request.obj, request.work, request.mark, None
+                                continue
+                            request = request.obj
+                        value, error = self.lookup(request), None
+                        if value is not _MISS:
+                            continue
+                        begun = len(self.memo)
+                        try:
+                            child = self._start(request)
+                        except Uncopyable as exc:
+                            value, error = self._failed(obj, request, exc, begun)
+                            continue
+                        if type(child) is types.GeneratorType:
+                            stack.append((obj, work, mark))
+                            obj, work, mark, value = request, child, begun, None
+                        else:
+                            value = self._finish(request, child)
+                        continue
+                else:  # the root's handler returned its copy at once
+                    value, error = self._finish(obj, work), None
+                if not stack:
+                    if error is not None:
+                        raise error
+                    return value
+                failed, (obj, work, begun) = obj, stack.pop()
+                if error is not None:
+                    value, error = self._failed(obj, failed, error, mark)
+                mark = begun
+        finally:
+            for _, pending, _ in reversed(stack):  # their cleanups run now, innermost first
+                pending.close()
+
+    def _failed(self, parent, part, error, mark):
+        """``(value, error)`` to resume ``parent`` with after ``part`` failed."""
+        if self.inside_object or not isinstance(parent, _CONTAINERS):
+            return None, error
+        return self.share(part, error, mark), None
+
+    def _start(self, obj):
+        """Begin copying ``obj``: its handler's result, a copy or a generator."""
+        cls = type(obj)
+        try:
+            handler = handler_for(cls)
+            if handler is not None:
+                return handler(self, obj)
+            if isinstance(obj, type):
+                return self._copy_class(obj)
+            if isinstance(obj, _LIVE_TYPES):
+                raise Uncopyable(f"a {cls.__name__} is a live resource")
+            return self.copy_object(obj)
+        except (Uncopyable, MemoryError):
+            raise
+        except Exception as exc:  # user __deepcopy__/__reduce_ex__ raised before any yield
+            raise _uncopyable(exc) from None
+
+    def _finish(self, obj, new):
+        """Record that ``new`` is the copy of ``obj`` (or its origin, if identical)."""
+        key = id(obj)
+        memo = self.memo
+        if key in memo:  # a cycle back to obj may have copied it already
+            new = memo[key]
+        if new is not obj:
+            self.keep_alive.append(obj)
+            fresh = True
+            if self.origins is None:
+                self.made[id(new)] = obj
+            else:  # storing: a copy identical to the stored object it came from is that object
+                origin = self.origins.get(key, _MISS)
+                if type(origin) is type(new) and same_contents(new, origin):
+                    new, fresh = origin, False
+            if self.covariables is not None:
+                self.covariables.copied(key, new, self.label, fresh)
+        memo[key] = new
+        return new
+
+    def share(self, value, exc, mark):
+        """Share ``value`` instead of copying it, forgetting the copies made since ``mark``."""
+        self._rollback(mark)
+        self.shared_reasons[id(value)] = str(exc)
+        self.memo[id(value)] = value
+        self.keep_alive.append(value)
+        self._note_shared(str(exc))
+        return value
 
     def _note_shared(self, reason):
         self.shared.setdefault(self.label, reason)
@@ -127,243 +390,66 @@ class Copier:
         for key in list(itertools.islice(reversed(self.memo), len(self.memo) - mark)):
             del self.memo[key]
 
-    def copy(self, obj):
-        """Return the copy of ``obj``, raising Uncopyable if it has none."""
-        key = id(obj)
-        if key in self.memo:
-            if key in self.shared_reasons:
-                self._note_shared(self.shared_reasons[key])
-            elif self.covariables is not None:
-                self.covariables.reached(key, self.label)
-            return self.memo[key]
-        cls = type(obj)
-        if cls in ATOMIC:
-            return obj
-        try:
-            new = self._copy_new(obj, cls)
-        except Uncopyable:
-            raise
-        except RecursionError:
-            raise Uncopyable("too deeply nested to copy") from None
-        except Exception as exc:  # user __reduce_ex__/__setstate__/...: any failure means "cannot be copied"
-            raise Uncopyable(f"cannot be deep-copied: {type(exc).__name__}: {exc}") from None
-        new = self.memo.get(key, new)  # a cycle back to obj may have copied it already
-        if new is not obj:
-            self.keep_alive.append(obj)
-            if self.covariables is not None:
-                self.covariables.copied(key, obj, self.label)
-        self.memo[key] = new
-        return new
-
-    def groups(self, names):
-        """``{name: (names sharing objects with it, their bytes)}``; needs ``track``."""
-        return self.covariables.groups(names)
-
-    def _copy_new(self, obj, cls):
-        handler = self._dispatch.get(cls)
-        if handler is not None:
-            return handler(self, obj)
-        if isinstance(obj, type):
-            return self._copy_class(obj)
-        if isinstance(obj, _LIVE_TYPES):
-            raise Uncopyable(f"a {cls.__name__} is a live resource")
-        return self._copy_object(obj)
-
-    # -- containers: each element is copied, or shared alone --------------------
-
-    def _copy_list(self, obj):
-        new = []
-        self.memo[id(obj)] = new
-        new.extend(self.copy_or_share(item) for item in obj)
-        return new
-
-    def _copy_dict(self, obj):
-        new = {}
-        self.memo[id(obj)] = new
-        for key, value in obj.items():
-            new[self.copy_or_share(key)] = self.copy_or_share(value)
-        return new
-
-    def _copy_tuple(self, obj):
-        items = [self.copy_or_share(item) for item in obj]
-        if id(obj) in self.memo:  # a cycle through a mutable item copied it already
-            return self.memo[id(obj)]
-        if all(a is b for a, b in zip(items, obj)):
-            return obj
-        return tuple(items)
-
-    # -- functions and what wraps them ----------------------------------------
-
-    def _copy_function(self, fn):
-        if type(fn.__globals__) is not StoredNamespace and id(fn.__globals__) not in self.aliases:
-            return fn  # library code: shared, like the module that defines it
-        cells = tuple(self._empty_cell(cell) for cell in fn.__closure__ or ())
-        new = types.FunctionType(fn.__code__, self.target, fn.__name__, None,
-                                 cells or None)
-        self.memo[id(fn)] = new  # before the contents: they may refer back to fn
-        for cell, twin in zip(fn.__closure__ or (), cells):
-            self._fill_cell(cell, twin)
-        new.__defaults__ = self.copy(fn.__defaults__)
-        new.__kwdefaults__ = self.copy(fn.__kwdefaults__)
-        new.__annotations__ = self.copy(fn.__annotations__)
-        new.__dict__.update(self.copy(fn.__dict__))
-        self.codes.append(fn.__code__)
-        new.__qualname__ = fn.__qualname__
-        new.__module__ = fn.__module__
-        new.__doc__ = fn.__doc__
-        if hasattr(fn, "__type_params__"):
-            new.__type_params__ = fn.__type_params__
-        return new
-
-    def _empty_cell(self, cell):
-        twin = self.memo.get(id(cell))
-        if twin is None:
-            twin = self.memo[id(cell)] = types.CellType()
-            self.keep_alive.append(cell)
-            if self.covariables is not None:  # closures sharing a cell: one group
-                self.covariables.copied(id(cell), cell, self.label)
-        elif self.covariables is not None:
-            self.covariables.reached(id(cell), self.label)
-        return twin
-
-    def _fill_cell(self, cell, twin):
-        try:
-            contents = cell.cell_contents
-        except ValueError:  # an empty cell: the variable is not bound yet
-            return
-        twin.cell_contents = self.copy(contents)
-
-    def _copy_cell(self, cell):
-        twin = self._empty_cell(cell)
-        self._fill_cell(cell, twin)
-        return twin
-
-    def _copy_wrapper(self, obj):
-        return type(obj)(self.copy(obj.__func__))
-
-    def _copy_property(self, obj):
-        return type(obj)(self.copy(obj.fget), self.copy(obj.fset),
-                         self.copy(obj.fdel), obj.__doc__)
-
-    def _copy_method(self, obj):
-        return types.MethodType(self.copy(obj.__func__), self.copy(obj.__self__))
-
-    def _copy_namespace(self, namespace):
-        return self.target
-
-    _dispatch = {
-        StoredNamespace: _copy_namespace,
-        list: _copy_list,
-        dict: _copy_dict,
-        tuple: _copy_tuple,
-        types.FunctionType: _copy_function,
-        types.CellType: _copy_cell,
-        staticmethod: _copy_wrapper,
-        classmethod: _copy_wrapper,
-        property: _copy_property,
-        types.MethodType: _copy_method,
-    }
-
-    # -- classes ----------------------------------------------------------------
+    # -- classes ----------------------------------------------------------------------
 
     def _copy_class(self, cls):
         if cls.__module__ != "__main__":
             return cls  # defined by a module: shared with it
-        outer, self.inside_object = self.inside_object, 0  # a class is a unit of its own
-        try:
-            return self._copy_own_class(cls)
-        finally:
-            self.inside_object = outer
+        from .handlers import copy_cell_class
+        return copy_cell_class(self, cls)
 
-    def _copy_own_class(self, cls):
-        if type(cls) not in _COPYABLE_METACLASSES:
-            raise Uncopyable(f"class {cls.__qualname__} has metaclass "
-                             f"{type(cls).__name__}, which is not copied")
-        bases = tuple(self.copy(base) for base in cls.__bases__)
-        if id(cls) in self.memo:  # a base's attribute led back here and copied it
-            return self.memo[id(cls)]
-        body = cls.__dict__
-        init = {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
-                "__doc__": body.get("__doc__")}
-        if "__slots__" in body:
-            init["__slots__"] = body["__slots__"]
-        new = _quiet_class(type(cls), cls.__name__, bases, init, self.made_classes)
-        self.made_classes.add(id(new))
-        self.memo[id(cls)] = new  # before the attributes: methods refer back to it
-        for name, value in list(body.items()):  # copyreg caches __slotnames__ on cls
-            if name in init or name in _CLASS_SKIP or _is_slot_of(value, cls):
-                continue
-            if is_dunder(name) and not isinstance(value, _CODE_CARRIERS):
-                setattr(new, name, value)  # Python's or a library's metadata (__dataclass_fields__)
-            else:
-                setattr(new, name, self.copy_or_share(value))
-        if getattr(cls, "__abstractmethods__", None):
-            new.__abstractmethods__ = cls.__abstractmethods__
-        return new
+    # -- everything else: copyreg and __reduce_ex__, as copy.deepcopy does ---------------
 
-    # -- everything else: copyreg and __reduce_ex__, as copy.deepcopy does -------
-
-    def _copy_object(self, obj):
+    def copy_object(self, obj):
+        """The generic path: the object's own ``__deepcopy__``, else its reduce value."""
         deep = getattr(obj, "__deepcopy__", None)
         if deep is not None:
-            return self._recast(deep(self.memo))
+            return self.foreign_deepcopy(deep)
+        return self.reduce_copy(obj)
+
+    def reduce_copy(self, obj):
+        """Copy ``obj`` from its reduce value, as pickle would rebuild it."""
         reducer = copyreg.dispatch_table.get(type(obj))
         rv = reducer(obj) if reducer is not None else obj.__reduce_ex__(4)
         if isinstance(rv, str):
             return obj  # a global looked up by name: the same object
         return self._reconstruct(obj, *rv)
 
-    def _recast(self, new):
-        """Move a result of a custom ``__deepcopy__`` onto the copied class."""
-        twin = self.memo.get(id(type(new)))
+    def foreign_deepcopy(self, deep):
+        """Call a ``__deepcopy__`` method with the memo; functions and classes it
+        meets through ``copy.deepcopy`` are still copied here (``deepcopy_hook``)."""
+        mark = len(self.memo)
+        with deepcopy_hook.active(self):
+            new = deep(self.memo)
+        if self.covariables is not None:  # what it added, it copied for this name
+            for key in itertools.islice(reversed(self.memo), len(self.memo) - mark):
+                self.covariables.copied(key, dict.__getitem__(self.memo, key), self.label, True)
+        twin = dict.get(self.memo, id(type(new)))  # move it onto the copied class
         if isinstance(twin, type) and twin is not type(new):
             new.__class__ = twin
         return new
 
-    def _reconstruct(self, obj, *reduced):
+    def _reconstruct(self, obj, func, args, state=None, listiter=None, dictiter=None, *_):
         self.inside_object += 1
         try:
-            return self._rebuild(obj, *reduced)
+            args = yield args
+            if id(obj) in self.memo:  # the args (a copied class) led back here and copied it
+                return dict.__getitem__(self.memo, id(obj))
+            new = func(*args)
+            self.memo[id(obj)] = new
+            if state is not None:
+                _set_state(new, (yield state))
         finally:
             self.inside_object -= 1
-
-    def _rebuild(self, obj, func, args, state=None, listiter=None, dictiter=None, *_):
-        args = self.copy(args)
-        if id(obj) in self.memo:  # the args (a copied class) led back here and copied it
-            return self.memo[id(obj)]
-        new = func(*args)
-        self.memo[id(obj)] = new
-        if state is not None:
-            _set_state(new, self.copy(state))
         for item in listiter or ():
-            new.append(self.copy_or_share(item))
+            new.append((yield item))
         for key, value in dictiter or ():
-            new[self.copy_or_share(key)] = self.copy_or_share(value)
+            new[(yield key)] = yield value
         return new
 
 
-def _quiet_class(meta, name, bases, init, made_classes):
-    """``meta(name, bases, init)`` without re-running a cell's ``__init_subclass__``.
-
-    The hook ran when the original class was made; running it again for the copy
-    would register it twice, or fail for want of the class keywords it got then.
-    Only a hook on a class this copy made (``made_classes``, by id) is silenced,
-    and only for this call: nothing stored or shared is ever touched.
-    """
-    definer = next((klass for base in bases for klass in base.__mro__
-                    if "__init_subclass__" in vars(klass) and klass is not object), None)
-    if definer is None or id(definer) not in made_classes:
-        return meta(name, bases, init)
-    hook = vars(definer)["__init_subclass__"]
-    definer.__init_subclass__ = classmethod(_ignore)
-    try:
-        return meta(name, bases, init)
-    finally:
-        definer.__init_subclass__ = hook
-
-
-def _ignore(*args, **kwargs):
-    return None
+def _uncopyable(exc):
+    return Uncopyable(f"cannot be deep-copied: {type(exc).__name__}: {exc}")
 
 
 def _set_state(new, state):
@@ -380,10 +466,32 @@ def _set_state(new, state):
         setattr(new, key, value)
 
 
+def same_contents(new, origin):
+    """True if ``new`` (just built) holds exactly the objects ``origin`` holds."""
+    check = _SAME.get(type(new))
+    return check is not None and check(new, origin)
+
+
+def _same_sequence(new, origin):
+    return len(new) == len(origin) and all(a is b for a, b in zip(new, origin))
+
+
+def _same_dict(new, origin):
+    return len(new) == len(origin) and all(
+        k1 is k2 and v1 is v2 for (k1, v1), (k2, v2) in zip(new.items(), origin.items()))
+
+
+_SAME = {list: _same_sequence, tuple: _same_sequence, dict: _same_dict}
+
+
+def register_same(cls, check):
+    """Let ``check(new, origin)`` tell a stored copy of a ``cls`` from its origin."""
+    _SAME[cls] = check
+
+
 def is_dunder(name):
     """True for names like ``__name__``: Python's and libraries' own."""
     return isinstance(name, str) and name.startswith("__") and name.endswith("__")
 
 
-def _is_slot_of(value, cls):
-    return isinstance(value, types.MemberDescriptorType) and value.__objclass__ is cls
+from . import handlers  # noqa: E402  (registers the standard handlers; imports this module)

@@ -8,21 +8,48 @@ names must later be copied with one memo, or their aliasing would come apart.
 import sys
 
 
+_PAYLOADS = (str, bytes, int, float)  # immutable items a container holds by value, in effect
+
+
+def sizeof(obj):
+    """``sys.getsizeof(obj)``, or 0 if a user ``__sizeof__`` fails."""
+    try:
+        return sys.getsizeof(obj)
+    except Exception:  # a user __sizeof__ failed: the estimate is only smaller
+        return 0
+
+
+def footprint(obj):
+    """The bytes of a new object, with the strings and numbers a list, tuple or dict holds."""
+    size = sizeof(obj)
+    kind = type(obj)
+    if kind is list or kind is tuple:
+        size += sum(sys.getsizeof(item) for item in obj if type(item) in _PAYLOADS)
+    elif kind is dict:
+        size += sum(sys.getsizeof(item) for item in obj.values() if type(item) in _PAYLOADS)
+    return size
+
+
 class CoVariables:
-    """Union-find over names, fed by a copier, with the bytes each name copied."""
+    """Union-find over names, fed by a copier, with the bytes each name stored anew."""
 
     def __init__(self):
         self._owner = {}  # id of each original copied -> first name to reach it
         self._links = {}  # union-find parents
-        self._weights = {}  # name -> bytes of the objects it copied
+        self._weights = {}  # name -> bytes of the objects it stored that are new
 
-    def copied(self, key, obj, name):
-        """``name`` made the copy of ``obj`` (whose id is ``key``)."""
+    def copied(self, key, obj, name, fresh):
+        """``name`` copied the original whose id is ``key`` to ``obj``, which is
+        ``fresh`` if it is a new object rather than one stored already."""
         self._owner[key] = name
-        try:
-            size = sys.getsizeof(obj)
-        except Exception:  # a user __sizeof__ failed: the estimate is only smaller
-            size = 0
+        if fresh:
+            self.add_bytes(name, footprint(obj))
+
+    def atomic(self, name, value):
+        """``name`` is bound to an immutable ``value`` (a str, an int): count its bytes."""
+        self.add_bytes(name, sizeof(value))
+
+    def add_bytes(self, name, size):
         self._weights[name] = self._weights.get(name, 0) + size
 
     def reached(self, key, name):
@@ -44,6 +71,7 @@ class CoVariables:
         result = {}
         for group in members.values():
             weight = sum(self._weights.get(name, 0) for name in group)
+            frozen = frozenset(group)
             for name in group:
-                result[name] = (frozenset(group), weight)
+                result[name] = (frozen, weight)
         return result

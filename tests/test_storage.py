@@ -136,7 +136,7 @@ def test_a_state_reports_its_approximate_size(kernel):
     child = ok(kernel, "y = 1", big)["state_name"]
     sizes = {name: kernel.describe(name)["approx_bytes"] for name in (small, big, child)}
     assert 0 < sizes[small] < 1000
-    assert 20000 * sys.getsizeof([0]) <= sizes[big] == sizes[child]
+    assert 20000 * sys.getsizeof([0]) <= sizes[big] <= sizes[child] <= sizes[big] + 100
 
 
 def caller_global(name):
