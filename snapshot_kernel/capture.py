@@ -16,6 +16,7 @@ import threading
 _local = threading.local()
 _install_lock = threading.Lock()
 _THREAD_ATTR = "_snapshot_kernel_capture"
+MAX_RICH_ITEMS = 500  # display_data and execute_result items kept per execution
 
 
 class Capture:
@@ -26,8 +27,9 @@ class Capture:
     cell that prints forever uses bounded memory.
     """
 
-    def __init__(self, limit=None):
+    def __init__(self, limit=None, image_limit=None):
         self.limit = limit
+        self.image_limit = image_limit  # bytes of one image in a display_data item
         self.closed = False
         self._lock = threading.Lock()
         self._outputs = []
@@ -35,6 +37,7 @@ class Capture:
         self._tails = {}  # stream name -> deque of the latest text past the head
         self._tail_used = {}
         self._omitted = {}
+        self._rich = self._rich_omitted = 0
 
     def write(self, name, text):
         with self._lock:
@@ -49,9 +52,19 @@ class Capture:
             if text:
                 self._keep_tail(name, text)
 
+    def add(self, item):
+        """Add a rich output item (``display_data``, ``execute_result``) in order;
+        past ``MAX_RICH_ITEMS`` of them, count the rest instead."""
+        with self._lock:
+            if self._rich >= MAX_RICH_ITEMS:
+                self._rich_omitted += 1
+                return
+            self._rich += 1
+            self._outputs.append(item)
+
     def _append(self, name, text):
         last = self._outputs[-1] if self._outputs else None
-        if last is not None and last["name"] == name:
+        if last is not None and last["output_type"] == "stream" and last["name"] == name:
             last["text"] += text
         else:
             self._outputs.append({"output_type": "stream", "name": name, "text": text})
@@ -83,6 +96,9 @@ class Capture:
                     marker = f"\n[... {omitted} characters of {name} omitted ...]\n"
                 items.append({"output_type": "stream", "name": name,
                               "text": marker + text[max(len(text) - room, 0):]})
+            if self._rich_omitted:
+                items.append({"output_type": "stream", "name": "stderr", "text":
+                              f"[... {self._rich_omitted} more display outputs omitted ...]\n"})
             return items
 
 
@@ -94,6 +110,13 @@ def current_capture():
     if capture is not None and not capture.closed:
         return capture
     return None
+
+
+def note(name, text):
+    """Write ``text`` to stream ``name`` of the calling thread's capture, if it has one."""
+    capture = current_capture()
+    if capture is not None:
+        capture.write(name, text)
 
 
 class capturing:

@@ -84,7 +84,7 @@ def error_dict(exc):
     _hide_kernel_frames(report)
     lines = list(report.format())
     evalue, _ = call_user(str, exc)
-    _drop_tracebacks(exc)
+    drop_tracebacks(exc)
     return {"ename": type(exc).__name__,
             "evalue": evalue if evalue is not None else "<str() failed>",
             "traceback": lines}
@@ -100,7 +100,7 @@ def _hide_kernel_frames(report):
         report = report.__cause__ or report.__context__
 
 
-def _drop_tracebacks(exc):
+def drop_tracebacks(exc):
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -134,7 +134,7 @@ def safe_repr(value, limit):
     text, exc = call_user(render, value)
     if exc is not None:
         text = f"<repr failed: {type(exc).__name__}>"
-        _drop_tracebacks(exc)
+        drop_tracebacks(exc)
     if not isinstance(text, str):
         text = f"<repr returned {type(text).__name__}, not str>"
     return truncate(text, limit)

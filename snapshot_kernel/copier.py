@@ -196,6 +196,7 @@ class Copier:
         self.label = None
         self.inside_object = 0  # > 0 while copying an object's reduce args and state
         self._depth = 0  # of ``attempt`` calls inside one another
+        self.detach_arrays = 0  # > 0 inside pandas' block managers: see pandas_support
         self.made_classes = set()  # ids of the classes this copy made
         self.covariables = CoVariables() if track else None
 
@@ -413,7 +414,7 @@ class Copier:
         rv = reducer(obj) if reducer is not None else obj.__reduce_ex__(4)
         if isinstance(rv, str):
             return obj  # a global looked up by name: the same object
-        return self._reconstruct(obj, *rv)
+        return self.reconstruct(obj, *rv)
 
     def foreign_deepcopy(self, deep):
         """Call a ``__deepcopy__`` method with the memo; functions and classes it
@@ -429,7 +430,8 @@ class Copier:
             new.__class__ = twin
         return new
 
-    def _reconstruct(self, obj, func, args, state=None, listiter=None, dictiter=None, *_):
+    def reconstruct(self, obj, func, args, state=None, listiter=None, dictiter=None, *_):
+        """Generator: rebuild ``obj`` from its reduce value, copying the parts."""
         self.inside_object += 1
         try:
             args = yield args

@@ -17,7 +17,6 @@ class Outcome:
     """What a cell produced: a namespace to commit, or an error."""
 
     stored: Optional[dict] = None  # the fields of the State to store
-    result: Optional[dict] = None
     error: Optional[dict] = None
 
 

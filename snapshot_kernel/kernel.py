@@ -14,7 +14,7 @@ import secrets
 import threading
 import time
 
-from . import capture, cell, interrupt
+from . import capture, cell, display, interrupt, plots
 from .copier import is_dunder
 from .execution import (DONE, RUNNING, STARTING, Execution, Outcome, interrupted_error,
                         kernel_error, stuck_error)
@@ -27,6 +27,7 @@ DEFAULT_TIMEOUT = 600.0      # seconds a cell may run unless the request says ot
 DEFAULT_GRACE = 2.0          # seconds an interrupted cell gets to stop before it is called stuck
 DEFAULT_OUTPUT_LIMIT = 20000  # characters kept per stream, and of the last expression's repr
 DEFAULT_REPR_LIMIT = 2000    # characters of each variable's repr in describe()
+DEFAULT_IMAGE_LIMIT = 1 << 20  # bytes of one image in an output; a larger one becomes a note
 POLL = 0.1                   # seconds between a waiting request's deadline checks
 
 
@@ -79,13 +80,17 @@ class SnapshotKernel:
     """Holds the states and runs cells against them, each on a cell thread."""
 
     def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
-                 repr_limit=DEFAULT_REPR_LIMIT, grace=DEFAULT_GRACE, eager_budget=EAGER_BUDGET):
+                 repr_limit=DEFAULT_REPR_LIMIT, grace=DEFAULT_GRACE, eager_budget=EAGER_BUDGET,
+                 image_limit=DEFAULT_IMAGE_LIMIT):
         """``timeout`` and ``output_limit`` are defaults for executions (None: no
         limit). States weighing ``eager_budget`` bytes or more are copied lazily."""
         capture.install()
         interrupt.install()
+        plots.install()
+        display.install()
         self.timeout = timeout
         self.output_limit = output_limit
+        self.image_limit = image_limit
         self.repr_limit = repr_limit
         self.grace = grace
         self.eager_budget = eager_budget
@@ -214,7 +219,7 @@ class SnapshotKernel:
             if exec_id in self._running:
                 raise ExecutionExists(f"execution {exec_id!r} is already running")
             run = Execution(exec_id, code, state_name, new_state_name, self._generation,
-                            capture.Capture(output_limit),
+                            capture.Capture(output_limit, self.image_limit),
                             cell.cell_filename(next(self._cell_numbers)), timeout, output_limit)
             self._running[exec_id] = run
             if new_state_name is not None:
@@ -241,6 +246,8 @@ class SnapshotKernel:
     def _run_cell(self, run, source):
         cell.remember_source(run.filename, run.code)
         outcome, exc = cell.call_user(self._copy_run_copy, run, source)
+        _, failed = cell.call_user(plots.flush, run.capture)  # figures show even if it raised
+        exc = exc if exc is not None else failed
         if exc is not None:
             return Outcome(error=cell.error_dict(exc))
         return outcome
@@ -250,12 +257,14 @@ class SnapshotKernel:
         working = Working(source, self.eager_budget)
         working.open(body, last)
         value = cell.run_code(body, last, working.namespace)
-        result = None
         if value is not None:
-            result = {"output_type": "execute_result",
-                      "data": {"text/plain": cell.safe_repr(value, run.output_limit)}}
+            data, metadata = display.bundle(value, run.output_limit, self.image_limit)
+            run.capture.add({"output_type": "execute_result", "data": data,
+                             "metadata": metadata})
+            working.namespace["_"] = value  # as IPython: the last result
         del value
-        return Outcome(stored=working.commit(), result=result)
+        plots.flush(run.capture)  # before the commit: the figures it shows are closed
+        return Outcome(stored=working.commit())
 
     def _arm(self, run):
         with self._lock:
@@ -306,8 +315,6 @@ class SnapshotKernel:
 
     def _reply(self, run, outcome, name):
         output = run.capture.outputs()
-        if outcome.result is not None:
-            output.append(outcome.result)
         if outcome.error is not None:
             output.append({"output_type": "error", **outcome.error})
         return {"output": output, "state_name": name, "error": outcome.error,

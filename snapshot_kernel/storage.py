@@ -207,9 +207,8 @@ class Working:
         for key in list(stored):
             if key not in kept and key != "__builtins__" and key not in self.namespace:
                 del stored[key]
-        lazy = self.namespace["__builtins__"]
         copier = copy_names(self.namespace, touched, stored, (self.namespace,), track=True,
-                            replace=[(lazy, builtins)] if lazy is not builtins else [])
+                            replace=[(self.namespace["__builtins__"], builtins)])
         groups = _kept_groups(source.groups, kept)
         new = copier.groups(key for key in touched if not is_dunder(key))
         groups.update({key: Group(*value) for key, value in new.items()})

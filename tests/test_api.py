@@ -246,7 +246,7 @@ def test_execute_replies_with_output_result_and_the_new_state(app):
     reply = execute(app, "print('hi')\n1 + 1", exec_id="run-1")
     assert reply == {
         "output": [{"output_type": "stream", "name": "stdout", "text": "hi\n"},
-                   {"output_type": "execute_result", "data": {"text/plain": "2"}}],
+                   {"output_type": "execute_result", "data": {"text/plain": "2"}, "metadata": {}}],
         "state_name": reply["state_name"], "error": None, "exec_id": "run-1",
         "parent": "initial"}
     assert state_names(app) == ["initial", reply["state_name"]]
@@ -302,7 +302,7 @@ def test_a_json_body_sent_as_a_form_like_curl_does_works(app):
     response = app.post("/execute", json.dumps({"code": "6 * 7", "state_name": "initial"}),
                         content_type="application/x-www-form-urlencoded")
     assert response.json["output"] == [{"output_type": "execute_result",
-                                        "data": {"text/plain": "42"}}]
+                                        "data": {"text/plain": "42"}, "metadata": {}}]
 
 
 # -- states ---------------------------------------------------------------------------

@@ -1,0 +1,25 @@
+"""matplotlib figures in states: copied without touching pyplot.
+
+Imported by the copier the first time it meets a matplotlib type (matplotlib
+is never a dependency). A Figure copies the way pickle rebuilds it, through its
+``__getstate__``, except for one entry: a figure that pyplot manages says so
+(``_restore_to_pylab``), and unpickling such a figure registers it with pyplot
+as a new current figure. Every copy of a state would then add a figure to
+pyplot's registry, never freed, and ``plt.plot`` would draw on it. The copy
+leaves it out: a copied figure belongs to no pyplot registry, as a figure
+that a Jupyter cell showed and closed.
+"""
+
+from matplotlib.figure import Figure
+
+from .copier import register
+
+
+def copy_figure(copier, figure):
+    func, args, state, *rest = figure.__reduce_ex__(4)
+    if isinstance(state, dict) and "_restore_to_pylab" in state:
+        state = {key: value for key, value in state.items() if key != "_restore_to_pylab"}
+    return copier.reconstruct(figure, func, args, state, *rest)
+
+
+register(Figure, copy_figure, subclasses=True)

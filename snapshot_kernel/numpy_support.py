@@ -1,0 +1,143 @@
+"""numpy arrays in states: views stay views, object arrays copy their elements.
+
+Imported by the copier the first time it meets a numpy type (numpy is never a
+dependency). ``ndarray.__deepcopy__`` copies a view as a new array and copies
+the elements of an object array with ``copy.deepcopy``, which neither rebinds
+cells' classes nor tells the copier which names share them. Here:
+
+* a view is rebuilt over the copy of the array that owns its memory, with the
+  same offset, strides and dtype, so writes through it reach the copied base;
+* an object array's elements go through the copier like any other value;
+* large buffers are kept copy-on-write when the copier has ``buffers``;
+* numpy scalars and dtypes are immutable and shared.
+
+Subclasses (``np.matrix``, masked arrays) take the generic path. Views of
+object arrays cannot be rebuilt over memory (numpy refuses): they become
+arrays of their own holding the same (copied) elements.
+"""
+
+import numpy as np
+
+from .copier import ATOMIC, Pending, register, register_same
+
+
+def copy_ndarray(copier, arr):
+    root = _root(arr)
+    if (root is not arr and type(root) is np.ndarray and not arr.dtype.hasobject
+            and not copier.detach_arrays):
+        return _copy_view(copier, arr, root)
+    if arr.dtype.hasobject:
+        if arr.dtype.fields is not None:  # structured with object fields: as pickle does
+            return copier.reduce_copy(arr)
+        return _copy_objects(copier, arr)
+    if copier.buffers is not None:
+        shared = copier.buffers.copy_array(copier, arr)
+        if shared is not None:
+            return shared
+    return _copy_data(arr)
+
+
+def _root(arr):
+    """The array that owns ``arr``'s memory (or holds the foreign buffer it views)."""
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
+
+
+def address(arr):
+    return arr.__array_interface__["data"][0]
+
+
+def _copy_view(copier, arr, root):
+    new_root = yield root
+    view = np.ndarray(arr.shape, arr.dtype, buffer=new_root,
+                      offset=address(arr) - address(root), strides=arr.strides)
+    if not arr.flags.writeable:
+        view.flags.writeable = False
+    return view
+
+
+def _copy_data(arr):
+    """A new array owning a copy of ``arr``'s bytes, laid out the same way."""
+    new = arr.copy(order="K")
+    if not arr.flags.writeable:
+        new.flags.writeable = False
+    return new
+
+
+def _copy_objects(copier, arr):
+    new = np.empty_like(arr, order="K")
+    copier.memo[id(arr)] = new  # before the elements: one may refer back to the array
+    source, target = _flat(arr), _flat(new)
+    attempt = copier.attempt
+    # The elements are values of their own: arrays among them keep their views.
+    detached, copier.detach_arrays = copier.detach_arrays, 0
+    try:
+        for index in range(source.size):
+            item = source[index]
+            if type(item) not in ATOMIC:
+                item = attempt(item)
+                if type(item) is Pending:
+                    return _copy_objects_rest(copier, arr, new, (source, target, index, item),
+                                              detached)
+            target[index] = item
+    finally:
+        copier.detach_arrays = detached
+    return _finish_objects(arr, new)
+
+
+def _copy_objects_rest(copier, arr, new, progress, detached):
+    source, target, start, pending = progress
+    copier.detach_arrays = 0
+    try:
+        target[start] = yield pending
+        attempt = copier.attempt
+        for index in range(start + 1, source.size):
+            item = source[index]
+            if type(item) not in ATOMIC:
+                item = attempt(item)
+                if type(item) is Pending:
+                    item = yield item
+            target[index] = item
+    finally:
+        copier.detach_arrays = detached
+    return _finish_objects(arr, new)
+
+
+def _finish_objects(arr, new):
+    if not arr.flags.writeable:
+        new.flags.writeable = False
+    return new
+
+
+def _flat(arr):
+    """A one-dimensional view of ``arr`` in memory order (``arr`` owns contiguous memory)."""
+    if arr.flags.c_contiguous:
+        return arr.reshape(-1)
+    if arr.flags.f_contiguous:
+        return arr.T.reshape(-1)
+    return arr.reshape(-1, order="K")  # a copy, read only: the target is made contiguous
+
+
+def same_array(new, origin):
+    """True if ``new`` has the dtype, layout and contents of ``origin``."""
+    if (new.dtype != origin.dtype or new.shape != origin.shape or new.strides != origin.strides
+            or new.flags.writeable != origin.flags.writeable):
+        return False
+    if new.base is not None or origin.base is not None:  # views: of the same memory
+        return (new.base is origin.base
+                and address(new) - address(new.base) == address(origin) - address(origin.base))
+    if new.dtype.hasobject:
+        return all(a is b for a, b in zip(_flat(new), _flat(origin)))
+    return new.tobytes(order="A") == origin.tobytes(order="A")
+
+
+def _share(copier, obj):
+    return obj
+
+
+register(np.ndarray, copy_ndarray)
+register_same(np.ndarray, same_array)
+register(np.dtype, _share, subclasses=True)
+for _scalar in (np.bool_, np.number, np.datetime64, np.timedelta64, np.str_, np.bytes_):
+    register(_scalar, _share, subclasses=True)  # immutable; np.void can be a view, so not it

@@ -1,0 +1,199 @@
+"""numpy, pandas and matplotlib objects keep every promise of README "What a state promises".
+
+Each scenario is a list of cells. The kernel runs each cell on the state the
+previous one stored; plain Python runs the same cells in one namespace (the
+oracle); what each cell prints must be the same. Branch tests then check that
+siblings and parents never see a branch's mutations. Every test runs in both
+copy modes (the ``kernel`` fixture). The libraries are optional: a module whose
+wheels are missing on this Python skips its tests.
+"""
+
+import contextlib
+import io
+
+import pytest
+
+from helpers import ok, printed, stdout
+
+np = pytest.importorskip("numpy")
+
+
+def plain_python(cells):
+    """What each cell prints when the cells run one after another in one namespace."""
+    namespace, shown = {"__name__": "__main__"}, []
+    for code in cells:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, "<cell>", "exec"), namespace)
+        shown.append(out.getvalue())
+    return shown
+
+
+def through_kernel(kernel, cells, state="initial"):
+    shown = []
+    for code in cells:
+        reply = ok(kernel, code, state)
+        state = reply["state_name"]
+        shown.append(stdout(reply))
+    return shown, state
+
+
+NUMPY = {
+    "a view writes through to its base": [
+        "import numpy as np\na = np.zeros(4)\nv = a[:2]",
+        "v[0] = 99",
+        "print(a, v.base is a, np.shares_memory(a, v))"],
+    "a strided, reversed and reshaped view": [
+        "import numpy as np\na = np.arange(12.)\nr = a[::-3]\nm = a.reshape(3, 4).T",
+        "r[0] = -1\nm[0, 1] = -2",
+        "print(a, r.base is a, m.base is a, m.flags.f_contiguous)"],
+    "a view with another dtype": [
+        "import numpy as np\na = np.zeros(2)\nb = a.view(np.uint8)",
+        "b[7] = 0x3f",
+        "print(a[0] != 0, b.base is a)"],
+    "a read-only view stays read-only": [
+        "import numpy as np\na = np.arange(3)\nv = a[1:]\nv.flags.writeable = False",
+        "print(v.flags.writeable, a.flags.writeable)"],
+    "a field of a structured array": [
+        "import numpy as np\nrec = np.zeros(3, dtype=[('x', 'f8'), ('n', 'i4')])\nxs = rec['x']",
+        "xs[1] = 5",
+        "print(rec, xs.base is rec)"],
+    "an object array shares its items with names": [
+        "import numpy as np\nitem = [1]\narr = np.empty(2, dtype=object)\narr[0] = item\narr[1] = arr",
+        "arr[0].append(2)",
+        "print(item, arr[0] is item, arr[1] is arr)"],
+    "cells' classes inside an object array": [
+        "import numpy as np\nclass Point:\n    def __init__(self, x): self.x = x\n"
+        "pts = np.array([Point(1), Point(2)], dtype=object)",
+        "print(isinstance(pts[0], Point), type(pts[1]) is Point, pts[1].x)"],
+    "a Fortran-ordered array keeps its layout": [
+        "import numpy as np\nf = np.asfortranarray(np.arange(6).reshape(2, 3))",
+        "print(f.flags.f_contiguous, f.strides == (8, 16), f.sum())"],
+    "numpy scalars and dtypes": [
+        "import numpy as np\nx = np.float32(1.5)\nd = np.dtype([('a', 'i2')])",
+        "print(type(x).__name__, x * 2, d.names)"],
+}
+
+
+@pytest.mark.parametrize("cells", NUMPY.values(), ids=NUMPY.keys())
+def test_numpy_cells_print_what_plain_python_prints(kernel, cells):
+    assert through_kernel(kernel, cells)[0] == plain_python(cells)
+
+
+def test_a_branch_writing_a_view_changes_neither_its_parent_nor_a_sibling(kernel):
+    _, parent = through_kernel(kernel, ["import numpy as np\na = np.zeros(4)\nv = a[1:3]"])
+    ok(kernel, "v[:] = 7", parent)
+    ok(kernel, "a[1] = -1", parent)
+    assert printed(kernel, "print(a, v)", parent) == "[0. 0. 0. 0.] [0. 0.]\n"
+
+
+def test_a_branch_changing_an_object_array_item_leaves_the_parent_alone(kernel):
+    _, parent = through_kernel(kernel, ["import numpy as np\nbox = [1]\n"
+                                        "arr = np.array([box, None], dtype=object)"])
+    ok(kernel, "arr[0].append(2)\nbox.append(3)", parent)
+    assert printed(kernel, "print(box, arr[0] is box)", parent) == "[1] True\n"
+
+
+
+@pytest.fixture
+def pandas():
+    return pytest.importorskip("pandas")
+
+
+PANDAS = {
+    "a MultiIndex shared by a name and a Series stays one object": [
+        "import pandas as pd\nindex = pd.MultiIndex.from_tuples([('a', 1), ('a', 2)])\n"
+        "s = pd.Series([1, 2], index=index)",
+        "print(s.index is index)",
+        "s.index.names = ['letter', 'number']",
+        "print(list(index.names), list(s.index.names))"],
+    "an Index shared by two frames": [
+        "import pandas as pd\nidx = pd.Index(['x', 'y'], name='k')\n"
+        "a = pd.DataFrame({'v': [1, 2]}, index=idx)\nb = pd.DataFrame({'w': [3, 4]}, index=idx)",
+        "print(a.index is b.index, a.index is idx)"],
+    "object columns hold the objects names hold": [
+        "import pandas as pd\nitem = [1]\ndf = pd.DataFrame({'a': [item, [2]]})",
+        "df.loc[0, 'a'].append(99)",
+        "print(item, df.loc[0, 'a'] is item)"],
+    "cells' classes inside a frame": [
+        "import pandas as pd\nclass Tag:\n    pass\ndf = pd.DataFrame({'t': [Tag(), Tag()]})",
+        "print(all(isinstance(t, Tag) for t in df['t']))"],
+    "a frame, its columns and its dtypes": [
+        "import pandas as pd\nimport numpy as np\n"
+        "df = pd.DataFrame({'f': [1.5, 2.5], 'i': [1, 2], 's': ['a', 'b'],\n"
+        "                   'c': pd.Categorical(['u', 'v'], categories=['v', 'u'], ordered=True),\n"
+        "                   't': pd.to_datetime(['2024-01-01', '2024-02-01']).tz_localize('UTC')})",
+        "df['g'] = df['f'] * 2\ndf.loc[1, 'i'] = 5",
+        "print(df.to_string())\nprint(df.dtypes.astype(str).to_dict())\nprint(df['c'].cat.ordered)"],
+    "a Series with a name and attrs": [
+        "import pandas as pd\ns = pd.Series([3, 1, 2], name='n')\ns.attrs['unit'] = 'kg'",
+        "s2 = s.sort_values()",
+        "print(s.name, s.attrs, s2.tolist(), s.tolist())"],
+    "a Categorical": [
+        "import pandas as pd\ncat = pd.Categorical(['a', 'b', 'a'], categories=['a', 'b', 'c'])",
+        "cat[0] = 'c'",
+        "print(list(cat), list(cat.categories), cat.codes.tolist())"],
+    "a groupby result and a pivot": [
+        "import pandas as pd\ndf = pd.DataFrame({'k': ['x', 'y', 'x'], 'v': [1, 2, 3]})",
+        "g = df.groupby('k')['v'].sum()\np = df.pivot_table(index='k', values='v', aggfunc='mean')",
+        "print(g.to_dict(), p.to_dict())"],
+}
+
+
+@pytest.mark.parametrize("cells", PANDAS.values(), ids=PANDAS.keys())
+def test_pandas_cells_print_what_plain_python_prints(kernel, pandas, cells):
+    assert through_kernel(kernel, cells)[0] == plain_python(cells)
+
+
+def test_a_branch_mutating_an_object_column_leaves_parent_and_sibling_alone(kernel, pandas):
+    _, parent = through_kernel(kernel, ["import pandas as pd\ndf = pd.DataFrame({'a': [[1], [2]]})"])
+    ok(kernel, "df.loc[0, 'a'].append(99)", parent)
+    assert printed(kernel, "print(df.loc[0, 'a'])", parent) == "[1]\n"
+    sibling = ok(kernel, "x = 1", parent)["state_name"]
+    assert printed(kernel, "print(df.loc[0, 'a'])", sibling) == "[1]\n"
+
+
+def test_frames_that_shared_memory_stay_independent_in_a_branch(kernel, pandas):
+    _, parent = through_kernel(kernel, ["import pandas as pd\ndf = pd.DataFrame({'a': [1.0, 2.0]})\n"
+                                        "shallow = df.copy(deep=False)\ncol = df['a']"])
+    child = ok(kernel, "shallow.iloc[0, 0] = 50.0\ncol.iloc[1] = 60.0", parent)["state_name"]
+    assert printed(kernel, "print(df['a'].tolist())", child) == "[1.0, 2.0]\n"
+    assert printed(kernel, "print(shallow['a'].tolist(), col.tolist())", child) == "[50.0, 2.0] [1.0, 60.0]\n"
+    assert printed(kernel, "print(shallow['a'].tolist())", parent) == "[1.0, 2.0]\n"
+
+
+@pytest.fixture
+def pyplot():
+    pytest.importorskip("matplotlib")
+    return "import matplotlib.pyplot as plt\n"
+
+
+def test_axes_in_an_object_array_keep_their_figure(kernel, pyplot):
+    cells = [pyplot + "fig, ax = plt.subplots(2, 3)\nplt.close(fig)",
+             "ax[0, 0].text(.5, .5, 'hi')",
+             "print(len(fig.axes[0].texts), ax[0, 0].figure is fig, ax.shape)"]
+    assert through_kernel(kernel, cells)[0] == plain_python(cells)
+
+
+def test_copying_a_figure_never_registers_it_with_pyplot(kernel, pyplot):
+    parent = ok(kernel, pyplot + "fig = plt.figure()\nfig.add_subplot()")["state_name"]
+    child = ok(kernel, "x = 1", parent)["state_name"]
+    assert printed(kernel, "print(plt.get_fignums(), len(fig.axes))", child) == "[] 1\n"
+    ok(kernel, "plt.plot([1, 2])", child)  # draws on a new figure, not the stored one
+    assert printed(kernel, "print(len(fig.axes), len(fig.axes[0].lines))", parent) == "1 0\n"
+
+
+def test_a_stored_figure_still_works_and_renders_as_the_last_expression(kernel, pyplot):
+    parent = ok(kernel, pyplot + "fig, ax = plt.subplots()\nax.plot([1, 2, 3])")["state_name"]
+    reply = ok(kernel, "ax.set_title('again')\nfig", parent)
+    result = [item for item in reply["output"] if item["output_type"] == "execute_result"]
+    assert result[0]["data"]["text/plain"] == "<Figure size 640x480 with 1 Axes>"
+    assert result[0]["data"]["image/png"]
+    assert printed(kernel, "print(ax.get_title() or 'untitled')", parent) == "untitled\n"
+
+
+def test_a_lru_cache_function_reads_the_globals_of_its_state(kernel):
+    parent = ok(kernel, "import functools\nX = 1\n@functools.lru_cache\ndef f():\n    return X")
+    child = ok(kernel, "X = 2", parent["state_name"])["state_name"]
+    assert printed(kernel, "print(f(), f.cache_info().currsize)", child) == "2 1\n"
+    assert printed(kernel, "print(f())", parent["state_name"]) == "1\n"
