@@ -143,8 +143,16 @@ def copy_names(source, names, target, aliases=(), track=False, replace=(), origi
         if copier is None:
             copier = Copier(target, aliases, track, replace, origins, buffers)
         copier.label = name
-        target[name] = copier.copy_or_share(value)
+        try:
+            target[name] = copier.copy_or_share(value)
+        except MemoryError:
+            raise MemoryError(f"not enough memory to copy {name!r}; nothing was "
+                              "stored") from None
     return copier or Copier(target, aliases, track, replace, origins, buffers)
+
+
+class ChangedWhileCopied(RuntimeError):
+    """Another thread changed a value while it was being copied."""
 
 
 class Pending:
@@ -289,11 +297,12 @@ class Copier:
                         value, error = self._finish(obj, stop.value), None
                     except Uncopyable as exc:
                         value, error = None, exc
-                    except MemoryError:
+                    except (MemoryError, ChangedWhileCopied):
                         raise
                     except RecursionError:  # inside a foreign __deepcopy__ or __reduce__
                         value, error = None, Uncopyable("too deeply nested to copy")
                     except Exception as exc:  # user __reduce_ex__/__setstate__/...: any failure means "cannot be copied"
+                        _fail_if_changing(exc, self.label)
                         value, error = None, _uncopyable(exc)
                     else:
                         if type(request) is Pending:  # from ``attempt``
@@ -349,9 +358,10 @@ class Copier:
             if isinstance(obj, _LIVE_TYPES):
                 raise Uncopyable(f"a {cls.__name__} is a live resource")
             return self.copy_object(obj)
-        except (Uncopyable, MemoryError):
+        except (Uncopyable, MemoryError, ChangedWhileCopied):
             raise
         except Exception as exc:  # user __deepcopy__/__reduce_ex__ raised before any yield
+            _fail_if_changing(exc, self.label)
             raise _uncopyable(exc) from None
 
     def _finish(self, obj, new):
@@ -434,6 +444,7 @@ class Copier:
         """Generator: rebuild ``obj`` from its reduce value, copying the parts."""
         self.inside_object += 1
         try:
+            func = yield func  # a cell's class or function rebuilds as the copied one
             args = yield args
             if id(obj) in self.memo:  # the args (a copied class) led back here and copied it
                 return dict.__getitem__(self.memo, id(obj))
@@ -443,11 +454,21 @@ class Copier:
                 _set_state(new, (yield state))
         finally:
             self.inside_object -= 1
-        for item in listiter or ():
+        for item in list(listiter or ()):  # list(): one moment, even if a thread is writing
             new.append((yield item))
-        for key, value in dictiter or ():
+        for key, value in list(dictiter or ()):
             new[(yield key)] = yield value
         return new
+
+
+def _fail_if_changing(exc, name):
+    """A container that changed size while it was iterated is not uncopyable: it is
+    being written by another thread. Sharing it would let the stored state change."""
+    if isinstance(exc, RuntimeError) and "during iteration" in str(exc):
+        raise ChangedWhileCopied(
+            f"{name!r} changed while it was being copied (a thread is still writing to "
+            f"it: {exc}); nothing was stored. Stop the thread, or copy the value under a "
+            "lock of your own, then run the cell again") from None
 
 
 def _uncopyable(exc):

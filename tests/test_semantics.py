@@ -81,6 +81,20 @@ MUTATIONS = {
     "class attribute": ("class C:\n    items = []", "C.items.append(1)", "print(C.items)"),
     "instance attribute": ("class C:\n    pass\nc = C()\nc.v = [0]", "c.v.append(1)",
                            "print(c.v)"),
+    "bound builtin method": ("results = []\nadd = results.append\nadd(1)", "add(2)",
+                             "print(results, add.__self__ is results)"),
+    "itertools counter": ("import itertools\nc = itertools.count()", "next(c)", "print(repr(c))"),
+    "weak reference": ("import weakref\nclass O:\n    pass\no = O()\no.v = 0\nr = weakref.ref(o)",
+                       "r().v += 1", "print(r().v, r() is o)"),
+    "weak value dict": ("import weakref\nclass O:\n    pass\no = O()\no.v = 0\n"
+                        "wv = weakref.WeakValueDictionary(k=o)",
+                        "wv['k'].v += 1", "print(wv['k'].v, wv['k'] is o, len(wv))"),
+    "5,000-node linked list": ("class N:\n    def __init__(self, nxt): self.nxt, self.v = nxt, 0\n"
+                               "head = None\nfor _ in range(5000): head = N(head)\ntail = head\n"
+                               "while tail.nxt: tail = tail.nxt",
+                               "tail.v += 1", "print(tail.v, head.nxt.nxt is not None)"),
+    "dict nested 3,000 deep": ("d = {}\nx = d\nfor _ in range(3000): x['n'] = {}; x = x['n']\n"
+                               "x['leaf'] = 0", "x['leaf'] += 1", "print(x['leaf'])"),
 }
 
 
@@ -93,6 +107,39 @@ def test_a_branch_never_sees_another_branchs_mutations(kernel, setup, mutate, sh
     assert printed(kernel, show, parent) == before
     assert printed(kernel, show, left) != before
     assert printed(kernel, show, right) not in (before, printed(kernel, show, left))
+
+
+def test_nothing_deep_or_weak_is_shared(kernel):
+    parent = branch(kernel, MUTATIONS["5,000-node linked list"][0] + "\n"
+                    + MUTATIONS["dict nested 3,000 deep"][0] + "\nimport weakref\nr = weakref.ref(head)")
+    assert kernel.describe(parent)["shared"] == {}
+    assert printed(kernel, "print(r() is head)", parent) == "True\n"
+
+
+def test_running_out_of_memory_while_copying_fails_the_cell_and_stores_nothing(kernel):
+    parent = branch(kernel, "class Big:\n    fail = False\n    def __reduce_ex__(self, protocol):\n"
+                            "        if Big.fail:\n            raise MemoryError\n"
+                            "        return (Big, ())\nbig = [Big()]\nother = 1")
+    reply = kernel.execute("Big.fail = True\nbig.append(1)", parent)
+    assert reply["error"]["ename"] == "MemoryError" and reply["state_name"] is None
+    assert "not enough memory to copy 'big'" in reply["error"]["evalue"]
+    assert printed(kernel, "print(len(big), Big.fail)", parent) == "1 False\n"
+
+
+def test_a_dict_a_thread_keeps_changing_is_stored_as_one_moment(kernel):
+    code = ("import threading\nd = {}\nstop = threading.Event()\n"
+            "def churn():\n    i = 0\n    while not stop.is_set():\n"
+            "        d[i % 5000] = [i]\n        d.pop((i - 2500) % 5000, None)\n        i += 1\n"
+            "t = threading.Thread(target=churn, daemon=True)\nt.start()\n"
+            "while len(d) < 1000: pass")
+    reply = kernel.execute(code, "initial")
+    assert reply["error"] is None, reply["error"]
+    state = reply["state_name"]
+    assert "stop" in kernel.describe(state)["shared"]  # an Event: the thread's own
+    first = printed(kernel, "print(len(d), sorted(d)[:3])", state)
+    ok(kernel, "stop.set()\nt.join()", state)
+    assert "d" not in kernel.describe(state)["shared"]
+    assert printed(kernel, "print(len(d), sorted(d)[:3])", state) == first
 
 
 def test_the_source_state_is_unchanged_after_a_failed_cell(kernel):
