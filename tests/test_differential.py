@@ -23,6 +23,7 @@ import pytest
 from helpers import printed, stdout
 
 SEEDS = range(40)
+DATA_SEEDS = range(1000, 1025)  # trees that also hold numpy arrays and pandas objects
 DATA = ("a", "b", "c", "d", "e")
 FUNCTIONS = ("f", "g", "h")
 CLASSES = ("K", "L")
@@ -88,6 +89,18 @@ LOOKUPS        return values
             return kind.__name__ + " " + render(obj.__func__)
         if kind is property:
             return "property " + render(obj.fget)
+        if kind.__name__ == "ndarray":
+            base = render(obj.base) if type(obj.base).__name__ == "ndarray" else "-"
+            items = list(obj.ravel()) if obj.dtype == object else obj.ravel().tolist()
+            return ("ndarray " + str(obj.dtype) + " " + str(obj.shape) + " base=" + base
+                    + " writeable=" + str(obj.flags.writeable) + " [" + joined(items) + "]")
+        if kind.__name__ in ("DataFrame", "Series"):
+            columns = obj.items() if kind.__name__ == "DataFrame" else [(obj.name, obj)]
+            return (kind.__name__ + " index=" + render(obj.index) + " " + ", ".join(
+                str(name) + ":" + str(column.dtype) + "[" + joined(column.tolist()) + "]"
+                for name, column in columns))
+        if kind.__name__ in ("Index", "RangeIndex"):
+            return "Index " + str(obj.tolist()) + " names=" + str(list(obj.names))
         if hasattr(obj, "__dict__"):
             return "instance of " + render(kind) + " " + render(vars(obj))
         return "<" + kind.__name__ + ">"
@@ -452,20 +465,100 @@ class CellWriter:
                                 f"del {missing}"])
 
 
+class DataCellWriter(CellWriter):
+    """Also writes cells with numpy arrays (views, object arrays) and pandas objects
+    (object columns, shared indexes). Views of object arrays are left out: README
+    says they become arrays of their own."""
+
+    def __init__(self, rng):
+        super().__init__(rng)
+        self.templates += [(4, self.array), (3, self.view), (5, self.array_write),
+                           (3, self.frame), (4, self.frame_write), (2, self.share_index)]
+
+    def of_type(self, namespace, name):
+        return self.defined(namespace, DATA, lambda value: type(value).__name__ == name)
+
+    def plain_atom(self, namespace):
+        """An atom that pandas stores as one object: never an array or a frame."""
+        atom = self.atom(namespace)
+        name = atom.split("[")[0].split("(")[0].split("{")[0]
+        if name in namespace and type(namespace[name]).__module__ not in ("builtins", "__main__"):
+            return self.literal()
+        return atom
+
+    def array(self, namespace):
+        x, n = self.rng.choice(DATA), self.num()
+        return self.rng.choice([
+            f"import numpy as np\n{x} = np.arange({n}, {n + 4}) * 1.0",
+            f"import numpy as np\n{x} = np.arange(6).reshape(2, 3)",
+            (f"import numpy as np\n{x} = np.empty(3, dtype=object)\n{x}[0] = {self.atom(namespace)}\n"
+             f"{x}[1] = {self.atom(namespace)}\n{x}[2] = {x}"),
+        ])
+
+    def view(self, namespace):
+        source = self.pick([name for name in self.of_type(namespace, "ndarray")
+                            if namespace[name].dtype != object and namespace[name].size > 1])
+        if source is None:
+            return None
+        x = self.rng.choice(DATA)
+        forms = [f"{x} = {source}[1:]", f"{x} = {source}[::-1]", f"{x} = {source}.T",
+                 f"{x} = {source}.view()", f"{x} = {source}.reshape(-1)"]
+        return self.rng.choice(forms)
+
+    def array_write(self, namespace):
+        target = self.pick(self.of_type(namespace, "ndarray"))
+        if target is None or namespace[target].size == 0:
+            return None
+        value = namespace[target]
+        if value.dtype == object:
+            forms = [f"{target}.flat[0] = {self.atom(namespace)}"]
+            if isinstance(value.flat[0], list):
+                forms.append(f"{target}.flat[0].append({self.num()})")
+            return self.rng.choice(forms)
+        return self.rng.choice([f"{target}.flat[0] = {self.num()}", f"{target} += 1",
+                                f"{target}.flat[-1] = -{self.num()}"])
+
+    def frame(self, namespace):
+        x, n = self.rng.choice(DATA), self.num()
+        return self.rng.choice([
+            (f"import pandas as pd\n{x} = pd.DataFrame({{'a': [{n}, {n + 1}], "
+             f"'o': [{self.plain_atom(namespace)}, {self.plain_atom(namespace)}]}})"),
+            f"import pandas as pd\n{x} = pd.Series([{self.plain_atom(namespace)}, {n}], dtype=object)",
+        ])
+
+    def frame_write(self, namespace):
+        target = self.pick(self.of_type(namespace, "DataFrame"))
+        if target is None:
+            return None
+        forms = [f"{target}.loc[0, 'a'] = {self.num()}", f"{target}['b'] = {self.num()}",
+                 f"{target}.at[1, 'o'] = {self.plain_atom(namespace)}"]
+        if isinstance(namespace[target]["o"].iloc[0], list):
+            forms.append(f"{target}['o'].iloc[0].append({self.num()})")
+        return self.rng.choice(forms)
+
+    def share_index(self, namespace):
+        source = self.pick(self.of_type(namespace, "DataFrame") + self.of_type(namespace, "Series"))
+        if source is None:
+            return None
+        x = self.rng.choice(DATA)
+        return self.rng.choice([f"{x} = {source}.index",
+                                f"import pandas as pd\n{x} = pd.Series(0, index={source}.index)"])
+
+
 # -- the test --------------------------------------------------------------------------------
 
 def listing(cells):
     return "\n".join(f"# cell {number}\n{code}" for number, code in enumerate(cells, 1))
 
 
-def grow_tree(kernel, seed):
+def grow_tree(kernel, seed, writer_class=None):
     """Run a random tree of cells through ``kernel``; return each state's path of cells.
 
     Each cell's output and error must match a replay of its path; a failing cell
     stores no state, and the tree grows on from other states.
     """
     rng = random.Random(seed)
-    writer = CellWriter(rng)
+    writer = (writer_class or CellWriter)(rng)
     paths, latest = {"initial": []}, "initial"
     for number in range(rng.randint(12, 25)):
         parent = latest if rng.random() < 0.5 else rng.choice(list(paths))
@@ -492,7 +585,18 @@ def assert_same(seed, name, cells, kernel_text, replay_text):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_every_state_equals_a_replay_of_its_path(kernel, seed):
-    paths = grow_tree(kernel, seed)
+    check_tree(kernel, seed)
+
+
+@pytest.mark.parametrize("seed", DATA_SEEDS)
+def test_with_arrays_and_frames_every_state_equals_a_replay_of_its_path(kernel, seed):
+    pytest.importorskip("numpy")
+    pytest.importorskip("pandas")
+    check_tree(kernel, seed, DataCellWriter)
+
+
+def check_tree(kernel, seed, writer_class=None):
+    paths = grow_tree(kernel, seed, writer_class)
     probed = {}
     for name, cells in paths.items():
         expected = replay(cells + [PROBE])
