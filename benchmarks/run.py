@@ -94,8 +94,8 @@ def run_cell(kernel, code, state_name, new_state_name=None):
 
 
 def stored_namespace(kernel, name):
-    """The dict a state stores: read only, to build baselines."""
-    return kernel._states[name].namespace
+    """The names and objects a state stores, as a dict: read only, to build baselines."""
+    return {key: entry.value for key, entry in kernel._states[name].names.entries().items()}
 
 
 def deepcopy_baseline(namespace):

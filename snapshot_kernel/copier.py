@@ -27,6 +27,7 @@ and in addition
   not a reason to share: MemoryError propagates and fails the cell.
 """
 
+import builtins
 import copyreg
 import itertools
 import sys
@@ -57,11 +58,37 @@ class Uncopyable(Exception):
 
 class StoredNamespace(dict):
     """The globals of functions in stored states. Functions whose ``__globals__``
-    is one are cells' own and get rebound when copied; stored states never run
-    code, so one empty instance, ``STORED_GLOBALS``, serves every state."""
+    is one are cells' own and get rebound when copied.
+
+    Stored states run no cells, but copying a stored object runs its own methods
+    (``__reduce_ex__``, ``__getstate__``, ``__repr__``), which may read globals:
+    one instance, ``STORED_GLOBALS``, serves every state, and a name missing from
+    it is looked up in the state this thread is reading (``reading``)."""
+
+    def __missing__(self, name):
+        names = getattr(_reading, "names", None)
+        entry = names.get(name) if names is not None else None
+        if entry is None:
+            raise KeyError(name)
+        return entry.value
 
 
-STORED_GLOBALS = StoredNamespace()
+STORED_GLOBALS = StoredNamespace(__builtins__=builtins)
+_reading = threading.local()
+
+
+class reading:
+    """Context manager: stored functions read the globals of ``names`` (a Namespace)
+    in this thread until exit."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def __enter__(self):
+        self.outer, _reading.names = getattr(_reading, "names", None), self.names
+
+    def __exit__(self, *exc_info):
+        _reading.names = self.outer
 
 # -- the dispatch table ------------------------------------------------------------------
 
@@ -116,39 +143,40 @@ def _load_support(cls):
 
 
 def copy_names(source, names, target, aliases=(), track=False, replace=(), origins=None,
-               buffers=None):
+               buffers=None, globals_=None):
     """Deep-copy ``source[name]`` into ``target[name]`` for each of ``names``,
-    with one memo, and return the Copier (``shared``, ``codes``, ``groups()``).
+    with one memo, and return the Copier (``shared``, ``codes``, ``made``, ``groups()``).
 
     Functions whose globals are a StoredNamespace or one of ``aliases`` are
-    rebound to ``target``; references to those namespaces become ``target``;
-    ``replace`` pairs ``(original, stand_in)`` name other objects to swap.
-    With ``track``, it also records which names share objects and their sizes.
-    ``origins`` maps ids of working objects to the stored objects they were
-    copied from (a copy-in copier's ``made``, whose memo keeps them alive): a
-    copy that comes out identical to its origin is the origin.
+    rebound to ``globals_`` (by default ``target``), and references to those
+    namespaces become it; ``replace`` pairs ``(original, stand_in)`` name other
+    objects to swap. With ``track``, it also records which names share objects
+    and their sizes. ``origins`` maps ids of working objects to the stored
+    objects they were copied from (a copy-in copier's ``made``, whose memo keeps
+    them alive): a copy that comes out identical to its origin is the origin.
     ``buffers`` keeps large buffers copy-on-write (``cow.Buffers``), if given.
     Runs user code (``__deepcopy__``, ``__reduce_ex__``, ``__setstate__``,
     ``__init_subclass__``), so call it where user exceptions are handled.
     """
+    namespace = target if globals_ is None else globals_
     copier = None  # made on the first value that needs one: most cells touch none
     for name in names:
         value = source[name]
         if type(value) in ATOMIC:  # no memo, nothing to track
             target[name] = value
             if track:
-                copier = copier or Copier(target, aliases, track, replace, origins, buffers)
+                copier = copier or Copier(namespace, aliases, track, replace, origins, buffers)
                 copier.covariables.atomic(name, value)
             continue
         if copier is None:
-            copier = Copier(target, aliases, track, replace, origins, buffers)
+            copier = Copier(namespace, aliases, track, replace, origins, buffers)
         copier.label = name
         try:
             target[name] = copier.copy_or_share(value)
         except MemoryError:
             raise MemoryError(f"not enough memory to copy {name!r}; nothing was "
                               "stored") from None
-    return copier or Copier(target, aliases, track, replace, origins, buffers)
+    return copier or Copier(namespace, aliases, track, replace, origins, buffers)
 
 
 class ChangedWhileCopied(RuntimeError):
@@ -415,7 +443,7 @@ class Copier:
         """The generic path: the object's own ``__deepcopy__``, else its reduce value."""
         deep = getattr(obj, "__deepcopy__", None)
         if deep is not None:
-            return self.foreign_deepcopy(deep)
+            return self.foreign_deepcopy(obj, deep)
         return self.reduce_copy(obj)
 
     def reduce_copy(self, obj):
@@ -426,17 +454,20 @@ class Copier:
             return obj  # a global looked up by name: the same object
         return self.reconstruct(obj, *rv)
 
-    def foreign_deepcopy(self, deep):
-        """Call a ``__deepcopy__`` method with the memo; functions and classes it
-        meets through ``copy.deepcopy`` are still copied here (``deepcopy_hook``)."""
+    def foreign_deepcopy(self, obj, deep):
+        """Generator: call ``obj``'s own ``__deepcopy__`` with the memo. Functions and
+        classes it meets through ``copy.deepcopy`` are still copied here
+        (``deepcopy_hook``), and a copy of a cell's class becomes an instance of the
+        copied class."""
+        cls = type(obj)
+        twin = (yield cls) if cls.__module__ == "__main__" else cls
         mark = len(self.memo)
         with deepcopy_hook.active(self):
             new = deep(self.memo)
         if self.covariables is not None:  # what it added, it copied for this name
             for key in itertools.islice(reversed(self.memo), len(self.memo) - mark):
                 self.covariables.copied(key, dict.__getitem__(self.memo, key), self.label, True)
-        twin = dict.get(self.memo, id(type(new)))  # move it onto the copied class
-        if isinstance(twin, type) and twin is not type(new):
+        if type(new) is cls and twin is not cls:
             new.__class__ = twin
         return new
 

@@ -36,21 +36,24 @@ class CoVariables:
     def __init__(self):
         self._owner = {}  # id of each original copied -> first name to reach it
         self._links = {}  # union-find parents
-        self._weights = {}  # name -> bytes of the objects it stored that are new
+        self._weights = {}  # name -> bytes of the objects it reached
+        self._fresh = {}  # name -> bytes of those that are new objects
 
     def copied(self, key, obj, name, fresh):
         """``name`` copied the original whose id is ``key`` to ``obj``, which is
         ``fresh`` if it is a new object rather than one stored already."""
         self._owner[key] = name
-        if fresh:
-            self.add_bytes(name, footprint(obj))
+        self.add_bytes(name, footprint(obj), fresh)
 
     def atomic(self, name, value):
         """``name`` is bound to an immutable ``value`` (a str, an int): count its bytes."""
-        self.add_bytes(name, sizeof(value))
+        self.add_bytes(name, sizeof(value), True)
 
-    def add_bytes(self, name, size):
+    def add_bytes(self, name, size, fresh):
+        """Count ``size`` bytes for ``name``, as new bytes if ``fresh``."""
         self._weights[name] = self._weights.get(name, 0) + size
+        if fresh:
+            self._fresh[name] = self._fresh.get(name, 0) + size
 
     def reached(self, key, name):
         """``name`` reached the already copied object whose id is ``key``."""
@@ -64,14 +67,15 @@ class CoVariables:
         return name
 
     def groups(self, names):
-        """``{name: (frozenset of the names sharing objects with it, their bytes)}``."""
+        """``{name: (frozenset of the names sharing objects with it, their bytes, the
+        bytes of those that are new)}``."""
         members = {}
         for name in names:
             members.setdefault(self._root(name), set()).add(name)
         result = {}
         for group in members.values():
-            weight = sum(self._weights.get(name, 0) for name in group)
-            frozen = frozenset(group)
+            spec = (frozenset(group), sum(self._weights.get(name, 0) for name in group),
+                    sum(self._fresh.get(name, 0) for name in group))
             for name in group:
-                result[name] = (frozen, weight)
+                result[name] = spec
         return result

@@ -28,6 +28,8 @@ _REPR_METHODS = (
 BINARY = frozenset({"image/png", "image/jpeg", "application/pdf"})  # sent as base64
 IMAGES = BINARY | {"image/svg+xml"}  # bounded by the image limit, never cut
 _formatters = {}  # type -> fn(obj) returning (data, metadata), for types without _repr_*_
+_PLAIN = frozenset({int, float, complex, bool, str, bytes, list, tuple, dict, set, frozenset,
+                    range, type(None)})  # no _repr_*_ methods: text/plain only
 _formatters_lock = threading.Lock()
 
 
@@ -40,7 +42,7 @@ def register_formatter(cls, formatter):
 def bundle(obj, text_limit, image_limit):
     """``(data, metadata)``: every mime ``obj`` can show itself as, bounded."""
     data, metadata = {}, {}
-    if not isinstance(obj, type):  # a class's _repr_ methods are unbound: IPython skips them
+    if type(obj) not in _PLAIN and not isinstance(obj, type):  # a class's are unbound
         _collect(obj, data, metadata)
     data["text/plain"] = safe_repr(obj, text_limit)
     return _bounded(data, metadata, text_limit, image_limit)

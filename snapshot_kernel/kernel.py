@@ -18,7 +18,7 @@ from . import capture, cell, display, interrupt, plots
 from .copier import is_dunder
 from .execution import (DONE, RUNNING, STARTING, Execution, Outcome, interrupted_error,
                         kernel_error, stuck_error)
-from .storage import EAGER_BUDGET, State, Working, fresh_namespace
+from .storage import TOUCHED, Namespace, State, Working, fresh_namespace, sizes
 from .threads import CellThreads
 
 INITIAL = "initial"
@@ -80,10 +80,11 @@ class SnapshotKernel:
     """Holds the states and runs cells against them, each on a cell thread."""
 
     def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
-                 repr_limit=DEFAULT_REPR_LIMIT, grace=DEFAULT_GRACE, eager_budget=EAGER_BUDGET,
+                 repr_limit=DEFAULT_REPR_LIMIT, grace=DEFAULT_GRACE, copy_mode=TOUCHED,
                  image_limit=DEFAULT_IMAGE_LIMIT):
         """``timeout`` and ``output_limit`` are defaults for executions (None: no
-        limit). States weighing ``eager_budget`` bytes or more are copied lazily."""
+        limit). ``copy_mode`` says what an execution copies in before its cell runs
+        (``storage.Working.open``); the tests run every mode."""
         capture.install()
         interrupt.install()
         plots.install()
@@ -93,7 +94,7 @@ class SnapshotKernel:
         self.image_limit = image_limit
         self.repr_limit = repr_limit
         self.grace = grace
-        self.eager_budget = eager_budget
+        self.copy_mode = copy_mode
         self._threads = CellThreads()
         self._lock = threading.Lock()
         self._states = {}
@@ -103,7 +104,7 @@ class SnapshotKernel:
         self._closed = False
         self._cell_numbers = itertools.count(1)
         self._auto_names = itertools.count(1)
-        self._states[INITIAL] = State(INITIAL, fresh_namespace(), None, "", {})
+        self._states[INITIAL] = State(INITIAL, fresh_namespace(), None, "")
 
     # -- states -----------------------------------------------------------------
 
@@ -114,22 +115,34 @@ class SnapshotKernel:
     def describe(self, name):
         """The state's metadata and a repr of each non-dunder variable."""
         state = self._get(name)
+        entries = {key: entry for key, entry in state.names.entries().items()
+                   if isinstance(key, str) and not is_dunder(key)}
         variables = {
-            key: {"type": type(value).__name__, "repr": cell.safe_repr(value, self.repr_limit)}
-            for key, value in state.namespace.items()
-            if isinstance(key, str) and not is_dunder(key)
+            key: {"type": type(entry.value).__name__,
+                  "repr": cell.safe_repr(entry.value, self.repr_limit)}
+            for key, entry in entries.items()
         }
+        shared = {key: entry.shared for key, entry in entries.items() if entry.shared}
         return {"name": state.name, "timestamp": state.timestamp, "parent": state.parent,
-                "code": state.code, "variables": variables, "shared": dict(state.shared),
-                "approx_bytes": state.weight}
+                "code": state.code, "variables": variables, "shared": shared,
+                "approx_bytes": state.new_bytes,
+                "shared_bytes": state.total_bytes - state.new_bytes}
 
     def delete(self, name):
+        """Drop a state. Its children keep what they use of it; the rest is freed."""
         with self._lock:
             if name == INITIAL:
                 raise ProtectedState(f"state {INITIAL!r} cannot be deleted; POST /reset "
                                      "to drop every other state")
-            if self._states.pop(name, None) is None:
+            state = self._states.pop(name, None)
+            if state is None:
                 raise UnknownState(f"no state named {name!r}; GET /states lists them")
+            layer = state.names
+            if any(other.names is layer for other in self._states.values()):
+                return  # a child that changed nothing holds the very same names
+            over = [other.names for other in self._states.values() if other.names.base is layer]
+        for names in over:
+            names.absorb_base()
 
     def reset(self):
         """Drop every state but a fresh ``initial``; interrupt running executions.
@@ -137,7 +150,7 @@ class SnapshotKernel:
         An execution running across a reset stores nothing: its reply's error
         is ``KernelReset``, even if its cell finished.
         """
-        initial = State(INITIAL, fresh_namespace(), None, "", {})
+        initial = State(INITIAL, fresh_namespace(), None, "")
         with self._lock:
             self._generation += 1
             self._states = {INITIAL: initial}
@@ -233,7 +246,7 @@ class SnapshotKernel:
         except KeyboardInterrupt:  # our interrupt, landed in kernel code just around the cell
             self._disarm(run)      # each run is sent one at most, so none can be pending now
             outcome = Outcome(error=interrupted_error())
-        self._finish(run, outcome)
+        self._finish(run, outcome, source)
 
     def _attempt(self, run, source):
         with capture.capturing(run.capture), interrupt.interruptible():
@@ -254,7 +267,7 @@ class SnapshotKernel:
 
     def _copy_run_copy(self, run, source):
         body, last = cell.compile_cell(run.code, run.filename)
-        working = Working(source, self.eager_budget)
+        working = Working(source, self.copy_mode)
         working.open(body, last)
         value = cell.run_code(body, last, working.namespace)
         if value is not None:
@@ -280,7 +293,7 @@ class SnapshotKernel:
             if run.interrupt_sent:
                 interrupt.clear_pending(run.thread_id)
 
-    def _finish(self, run, outcome):
+    def _finish(self, run, outcome, source):
         with self._lock:
             self._running.pop(run.exec_id, None)
             if self._reserved.get(run.new_state_name) is run:
@@ -289,12 +302,18 @@ class SnapshotKernel:
             name = None
             if outcome.error is None and not run.stuck:
                 name = run.new_state_name or self._auto_name()
-                self._states[name] = State(name=name, parent=run.state_name, code=run.code,
-                                           **outcome.stored)
+                self._states[name] = self._child(name, run, source, outcome.stored)
         if name is None:
             cell.forget_source(run.filename)
         run.reply = self._reply(run, outcome, name)
         run.finished.release()
+
+    @staticmethod
+    def _child(name, run, parent, changes):
+        """The state that ``changes`` (from ``Working.commit``) make of ``parent``."""
+        names = Namespace(parent.names, changes) if changes else parent.names
+        new_bytes, total_bytes = sizes(parent, changes)
+        return State(name, names, run.state_name, run.code, new_bytes, total_bytes)
 
     def _judge(self, run, outcome):
         """The outcome to report: resets and timeouts override what the cell did."""

@@ -7,16 +7,17 @@ import webtest
 import helpers
 
 from snapshot_kernel.kernel import SnapshotKernel
-from snapshot_kernel.storage import EAGER_BUDGET
+from snapshot_kernel.storage import LAZY, TOUCHED, WHOLE
 from snapshot_kernel.main import create_app
 
 TOKEN = "test-token"
 
 
-@pytest.fixture(params=["lazy", "eager"])
+@pytest.fixture(params=[TOUCHED, WHOLE, LAZY])
 def kernel(request):
-    """A kernel that copies names lazily (as for big states) or whole (small ones)."""
-    return SnapshotKernel(eager_budget=0 if request.param == "lazy" else EAGER_BUDGET)
+    """A kernel in each copy mode: what a cell's code may touch copied in first (the
+    default), the whole state copied in, or names copied in on lookup only."""
+    return SnapshotKernel(copy_mode=request.param)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import pytest
 import helpers
 from helpers import ok, printed
 from snapshot_kernel.kernel import SnapshotKernel
+from snapshot_kernel.storage import LAZY
 
 COUNTED = ("import helpers\n"
            "class Counted:\n"
@@ -24,7 +25,7 @@ COUNTED = ("import helpers\n"
 
 @pytest.fixture
 def lazy():
-    return SnapshotKernel(eager_budget=0)
+    return SnapshotKernel(copy_mode=LAZY)
 
 
 @pytest.fixture
@@ -130,13 +131,17 @@ def test_describe_shows_inherited_and_new_names(lazy):
     assert {k: v["repr"] for k, v in variables.items()} == {"a": "1", "b": "[2]", "c": "[2, 3]"}
 
 
-def test_a_state_reports_its_approximate_size(kernel):
+def test_a_state_reports_the_bytes_it_adds_and_the_bytes_it_shares(kernel):
     small = ok(kernel, "x = [0] * 10")["state_name"]
-    big = ok(kernel, "x = [[i] for i in range(20000)]")["state_name"]
+    big = ok(kernel, "x = [[i] for i in range(20000)]\nwords = ['w' * 1000] * 3")["state_name"]
     child = ok(kernel, "y = 1", big)["state_name"]
-    sizes = {name: kernel.describe(name)["approx_bytes"] for name in (small, big, child)}
-    assert 0 < sizes[small] < 1000
-    assert 20000 * sys.getsizeof([0]) <= sizes[big] <= sizes[child] <= sizes[big] + 100
+    reader = ok(kernel, "total = sum(len(item) for item in x)", big)["state_name"]
+    sizes = {name: kernel.describe(name) for name in (small, big, child, reader)}
+    assert 0 < sizes[small]["approx_bytes"] < 1000
+    assert 20000 * sys.getsizeof([0]) + 3000 <= sizes[big]["approx_bytes"]
+    assert sizes[child]["approx_bytes"] < 100  # y alone; x is its parent's
+    assert sizes[child]["shared_bytes"] == sizes[big]["approx_bytes"] + sizes[big]["shared_bytes"]
+    assert sizes[reader]["approx_bytes"] < 100  # reading x stores nothing new
 
 
 def caller_global(name):
