@@ -1,6 +1,6 @@
 """Big-data cells on the product against a fork-based snapshot server, and small states.
 
-    python benchmarks/bigdata.py            # full sizes: a few minutes, about 10 GB free
+    python benchmarks/bigdata.py            # full sizes: about a minute, 5 GB of memory
     python benchmarks/bigdata.py --quick    # data 10x smaller: a smoke run, under a minute
     python benchmarks/bigdata.py --only big # or --only small
 
