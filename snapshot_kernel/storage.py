@@ -6,13 +6,14 @@ reference, if it is. No running code ever reaches a stored object, so states
 may share objects freely: a child state is its parent's ``Namespace`` plus the
 entries its cell changed (``Namespace`` layers, flattened when chains grow).
 
-An execution runs on a plain dict. ``Working.open`` copies in, before the cell
-runs, the names its code may touch (``code_needs``), with their groups and one
-memo per group so aliases stay aliases, and the names that the functions
-copied in may touch in turn. Code that can reach names no scan can see
-(``eval``/``exec``/``compile``) gets a ``LazyBuiltins``: CPython looks there
-after a miss in the globals, and ``__missing__`` copies the name in. Code that
-reaches the whole namespace (``globals()``, frame inspection) gets every name.
+An execution runs on a plain dict whose ``__builtins__`` is the builtins
+module, so name lookups take CPython's fastest path. ``Working.open`` copies
+in, before the cell runs, the names its code may touch (``code_needs``: the
+names its code objects use, and identifiers in its strings, for ``eval``
+strings and ``df.query("a > @limit")``), with their groups and one memo per
+group so aliases stay aliases, and then the names the functions it copied in
+may touch, and so on. Code that may reach names no scan can see (``eval`` or
+``exec`` of a computed string, ``globals()``, frame inspection) gets them all.
 
 When the cell succeeds, ``Working.commit`` copies out every name it copied in
 or assigned; a copy that comes out identical to the stored object it came from
@@ -31,12 +32,11 @@ from typing import Optional
 
 from .copier import STORED_GLOBALS, copy_names, reading
 
-TOUCHED, WHOLE, LAZY = "touched", "whole", "lazy"  # copy modes: see Working.open
+TOUCHED, WHOLE = "touched", "whole"  # copy modes: see Working.open
 MAX_DEPTH = 16  # a Namespace over more layers than this is flattened
-# Names whose use can reach the globals dict without a name lookup.
-_DICT_ACCESS = frozenset({"globals", "vars", "locals", "dir", "_getframe", "currentframe",
-                          "f_globals", "__globals__"})
-_DYNAMIC = frozenset({"eval", "exec", "compile"})  # code no scan can see
+# Names whose use can reach globals no scan can see: the dict itself, or code made at run time.
+_EVERYTHING = frozenset({"globals", "vars", "locals", "dir", "_getframe", "currentframe",
+                         "f_globals", "__globals__", "eval", "exec", "compile"})
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DELETED = None  # what a layer holds for a name its cell deleted
 _MODULE_DUNDERS = ("__name__", "__doc__", "__package__", "__spec__")  # every __main__ has them
@@ -143,30 +143,22 @@ class State:
 
 # -- what code may reach ---------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Needs:
-    names: frozenset      # names it may look up or assign, and identifiers in its strings
-    strings: frozenset    # identifiers in its string constants (eval, df.query("@x"))
-    everything: bool      # it may reach the whole namespace (globals(), frame inspection)
-    dynamic: bool         # it may run code no scan can see (eval, exec, compile)
-
-
-_needs_cache = weakref.WeakKeyDictionary()  # code -> Needs; dies with the code
+_needs_cache = weakref.WeakKeyDictionary()  # code -> its needs; dies with the code
 _cache_lock = threading.Lock()
 
 
 def code_needs(code):
-    """What ``code`` and the code objects nested in it may reach of the globals."""
+    """``(names, everything)``: the names ``code`` and the code nested in it may
+    touch (a superset), and whether it may touch any name at all."""
     found = _needs_cache.get(code)
     if found is None:
-        names, strings = set(), set()
+        names = set()
         for each in _code_tree(code):
             names.update(each.co_names)
             for const in each.co_consts:
                 if isinstance(const, str):
-                    strings.update(_IDENTIFIER.findall(const))
-        found = Needs(frozenset(names | strings), frozenset(strings),
-                      not _DICT_ACCESS.isdisjoint(names), not _DYNAMIC.isdisjoint(names))
+                    names.update(_IDENTIFIER.findall(const))
+        found = (frozenset(names), not _EVERYTHING.isdisjoint(names))
         with _cache_lock:
             _needs_cache[code] = found
     return found
@@ -179,37 +171,7 @@ def _code_tree(code):
             yield from _code_tree(const)
 
 
-def deleted_names(code):
-    """Names ``code`` (and the code nested in it) may delete with ``del name``."""
-    import dis  # only lazy mode needs it, and it is slow to import and to run
-    return {ins.argval for each in _code_tree(code) for ins in dis.get_instructions(each)
-            if ins.opname in ("DELETE_NAME", "DELETE_GLOBAL")}
-
-
 # -- an execution's namespace ----------------------------------------------------------------
-
-class LazyBuiltins(dict):
-    """The builtins of an execution whose code no scan can see through: a miss
-    copies the state's name in.
-
-    It holds its Working weakly: a strong reference would make a cycle through
-    the globals, and a failed cell's objects would wait for the garbage
-    collector. Threads that outlive their cell see only the names it copied in.
-    """
-
-    def __init__(self, working):
-        super().__init__(vars(builtins))
-        self._working = weakref.ref(working)
-
-    def __missing__(self, name):
-        working = self._working()
-        if working is None:
-            return vars(builtins)[name]
-        return working.resolve(name)
-
-    def __getattr__(self, name):  # code that expects __builtins__ to be the module
-        return getattr(builtins, name)
-
 
 class Working:
     """The private namespace of one execution, filled from ``state``."""
@@ -223,42 +185,19 @@ class Working:
         self.copied = set()    # names copied in: every one is stored again, or found unchanged
         self.origins = {}      # id(working copy) -> the stored object it was copied from
         self._copiers = []     # their memos keep the copies alive, so the ids stay theirs
-        self._lock = threading.RLock()
 
     def open(self, *codes):
-        """Copy in what ``codes`` may reach; hook lookups if that cannot be known."""
-        codes = [code for code in codes if code is not None]
-        needs = [code_needs(code) for code in codes]
-        hooked = self.mode == LAZY or any(need.dynamic for need in needs)
-        self.namespace["__builtins__"] = LazyBuiltins(self) if hooked else builtins
+        """Copy in what ``codes`` may touch (everything, in WHOLE mode)."""
+        self.namespace["__builtins__"] = builtins
+        needs = [code_needs(code) for code in codes if code is not None]
         self.materialize(_MODULE_DUNDERS)
-        if self.mode == WHOLE or any(need.everything for need in needs):
+        if self.mode == WHOLE or any(everything for _, everything in needs):
             self.materialize(self.source.entries())
-        elif self.mode == LAZY:  # only what lookups cannot copy in: deletions, strings, shadows
-            wanted = set().union(*(need.strings for need in needs), *map(deleted_names, codes))
-            self.materialize(wanted | (set(self.source.entries()) & set(vars(builtins))))
         else:
-            self.materialize(set().union(*(need.names for need in needs)))
-            if hooked:  # a name the state binds that shadows a builtin must be there first
-                self.materialize(set(self.source.entries()) & set(vars(builtins)))
-
-    def resolve(self, name):
-        """The value of ``name`` for a lookup that missed the globals."""
-        with self._lock:
-            if name not in self.copied and self.source.get(name) is not None:
-                self.materialize([name])
-                return self.namespace[name]
-        return vars(builtins)[name]  # KeyError: a NameError for the cell
+            self.materialize(set().union(*(names for names, _ in needs)))
 
     def materialize(self, names):
         """Copy in the groups of ``names`` not copied yet, then what their functions need."""
-        # The work is one frame down from the `with`: on CPython 3.13.0 (gh-139622) an
-        # interrupt raised on a loop's back-edge skips the handlers of that frame,
-        # which would leave the lock held.
-        with self._lock:
-            self._materialize_locked(names)
-
-    def _materialize_locked(self, names):
         names = list(names)
         while names:
             copier = self._copy_groups_in(names)
@@ -292,27 +231,17 @@ class Working:
             return copy_names(values, fresh, self.namespace, buffers=self.buffers)
 
     def _reached_by(self, codes):
-        """The names that functions just copied in may reach without a lookup (or,
-        out of lazy mode, at all)."""
+        """The names that functions just copied in may touch."""
         wanted = set()
         for code in codes:
-            need = code_needs(code)
-            if need.everything:
-                wanted.update(self.source.entries())
-            elif self.mode == LAZY:
-                wanted.update(need.strings, deleted_names(code))
-            else:
-                wanted.update(need.names)
+            names, everything = code_needs(code)
+            wanted.update(self.source.entries() if everything else names)
         return [name for name in wanted if name not in self.copied]
 
     def commit(self):
         """``{name: Entry}`` for the names the cell changed, and ``DELETED`` for those
         it deleted. Running code may still hold what it made, so everything stored is
         a copy, or a stored object the copy came out identical to."""
-        with self._lock:  # the work is one frame down, as in materialize()
-            return self._commit_locked()
-
-    def _commit_locked(self):
         touched = [name for name in list(self.namespace) if name != "__builtins__"]
         stored = {}
         copier = copy_names(self.namespace, touched, stored, (self.namespace,), track=True,

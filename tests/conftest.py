@@ -7,16 +7,16 @@ import webtest
 import helpers
 
 from snapshot_kernel.kernel import SnapshotKernel
-from snapshot_kernel.storage import LAZY, TOUCHED, WHOLE
+from snapshot_kernel.storage import TOUCHED, WHOLE
 from snapshot_kernel.main import create_app
 
 TOKEN = "test-token"
 
 
-@pytest.fixture(params=[TOUCHED, WHOLE, LAZY])
+@pytest.fixture(params=[TOUCHED, WHOLE])
 def kernel(request):
-    """A kernel in each copy mode: what a cell's code may touch copied in first (the
-    default), the whole state copied in, or names copied in on lookup only."""
+    """A kernel in each copy mode: what a cell's code may touch copied in (the
+    default), or the whole state copied in."""
     return SnapshotKernel(copy_mode=request.param)
 
 

@@ -1,7 +1,7 @@
-"""Lazy copying: a cell pays for the names it touches, and still sees them all.
+"""A cell pays for the names it may touch, and still sees them all.
 
-These run on a kernel that copies every state lazily (eager_budget=0), the
-mode big states get. The suites built on the ``kernel`` fixture run in both modes.
+These run on a kernel in the default copy mode, which copies in only what a
+cell's code may touch. The suites built on the ``kernel`` fixture run in both modes.
 """
 
 import sys
@@ -11,7 +11,6 @@ import pytest
 import helpers
 from helpers import ok, printed
 from snapshot_kernel.kernel import SnapshotKernel
-from snapshot_kernel.storage import LAZY
 
 COUNTED = ("import helpers\n"
            "class Counted:\n"
@@ -25,7 +24,8 @@ COUNTED = ("import helpers\n"
 
 @pytest.fixture
 def lazy():
-    return SnapshotKernel(copy_mode=LAZY)
+    """The default copy mode: only what the code may touch is copied in."""
+    return SnapshotKernel()
 
 
 @pytest.fixture
