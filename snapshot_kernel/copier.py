@@ -236,6 +236,11 @@ class Copier:
         self.made_classes = set()  # ids of the classes this copy made
         self.covariables = CoVariables() if track else None
 
+    @property
+    def storing(self):
+        """True when copying out of an execution into a state (``origins`` given)."""
+        return self.origins is not None
+
     # -- entry points ---------------------------------------------------------------
 
     def copy_or_share(self, value):

@@ -14,7 +14,7 @@ import secrets
 import threading
 import time
 
-from . import capture, cell, display, interrupt, plots
+from . import capture, cell, cow, display, interrupt, plots
 from .copier import is_dunder
 from .execution import (DONE, RUNNING, STARTING, Execution, Outcome, interrupted_error,
                         kernel_error, stuck_error)
@@ -81,10 +81,11 @@ class SnapshotKernel:
 
     def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
                  repr_limit=DEFAULT_REPR_LIMIT, grace=DEFAULT_GRACE, copy_mode=TOUCHED,
-                 image_limit=DEFAULT_IMAGE_LIMIT):
+                 image_limit=DEFAULT_IMAGE_LIMIT, copy_on_write=cow.THRESHOLD):
         """``timeout`` and ``output_limit`` are defaults for executions (None: no
         limit). ``copy_mode`` says what an execution copies in before its cell runs
-        (``storage.Working.open``); the tests run every mode."""
+        (``storage.Working.open``); buffers of ``copy_on_write`` bytes or more are kept
+        copy-on-write where the machine allows (None: never). The tests run every mode."""
         capture.install()
         interrupt.install()
         plots.install()
@@ -95,6 +96,7 @@ class SnapshotKernel:
         self.repr_limit = repr_limit
         self.grace = grace
         self.copy_mode = copy_mode
+        self.buffers = None if copy_on_write is None else cow.Buffers.probe(copy_on_write)
         self._threads = CellThreads()
         self._lock = threading.Lock()
         self._states = {}
@@ -267,7 +269,7 @@ class SnapshotKernel:
 
     def _copy_run_copy(self, run, source):
         body, last = cell.compile_cell(run.code, run.filename)
-        working = Working(source, self.copy_mode)
+        working = Working(source, self.copy_mode, self.buffers)
         working.open(body, last)
         value = cell.run_code(body, last, working.namespace)
         if value is not None:

@@ -18,23 +18,68 @@ arrays of their own holding the same (copied) elements.
 
 import numpy as np
 
+from . import cow
 from .copier import ATOMIC, Pending, register, register_same
 
 
 def copy_ndarray(copier, arr):
-    root = _root(arr)
-    if (root is not arr and type(root) is np.ndarray and not arr.dtype.hasobject
-            and not copier.detach_arrays):
-        return _copy_view(copier, arr, root)
     if arr.dtype.hasobject:
         if arr.dtype.fields is not None:  # structured with object fields: as pickle does
             return copier.reduce_copy(arr)
         return _copy_objects(copier, arr)
+    root = _root(arr)
+    if root is not arr and type(root) is np.ndarray and not copier.detach_arrays:
+        return _copy_view(copier, arr, root)
     if copier.buffers is not None:
-        shared = copier.buffers.copy_array(copier, arr)
-        if shared is not None:
-            return shared
+        new = _copy_on_write(copier, arr, root)
+        if new is not None:
+            return new
     return _copy_data(arr)
+
+
+def _copy_on_write(copier, arr, root):
+    """``arr`` on a mapping (see ``cow``), or None if it is not kept copy-on-write.
+
+    Copying in maps the stored blob; storing keeps the stored mapping if the cell
+    wrote none of its pages. ``arr`` is a root, or a detached view (then it gets a
+    mapping of its own, which is what detached means).
+    """
+    buffers, mapping = copier.buffers, cow.mapping_of(root.base)
+    if mapping is not None:
+        if mapping.stored:
+            return _on(arr, buffers.map_in(mapping), address(arr) - mapping.address)
+        if copier.storing:
+            stored = buffers.store(mapping)
+            _count(copier, stored, reused=stored is mapping.source)
+            return _on(arr, stored, address(arr) - mapping.address)
+        return None
+    if arr.nbytes < buffers.threshold or not copier.storing:
+        return None
+    strides = np.empty_like(arr, order="K").strides  # the layout of a copy; touches no page
+
+    def fill(mapping):
+        np.copyto(np.ndarray(arr.shape, arr.dtype, buffer=mapping, strides=strides), arr)
+
+    stored = buffers.new(fill, arr.nbytes)
+    _count(copier, stored, reused=False)
+    return _on(arr, stored, 0, strides)
+
+
+def _count(copier, mapping, reused):
+    """Tell the copier's bookkeeping the bytes a stored mapping holds, and how many are new."""
+    if copier.covariables is not None:
+        new = 0 if reused else len(mapping.overlay) * cow.PAGE or len(mapping)
+        copier.covariables.add_bytes(copier.label, new, True)
+        copier.covariables.add_bytes(copier.label, len(mapping) - new, False)
+
+
+def _on(arr, mapping, offset, strides=None):
+    """An array like ``arr`` on ``mapping``, ``offset`` bytes in."""
+    new = np.ndarray(arr.shape, arr.dtype, buffer=mapping, offset=offset,
+                     strides=arr.strides if strides is None else strides)
+    if not arr.flags.writeable:
+        new.flags.writeable = False
+    return new
 
 
 def _root(arr):
@@ -125,8 +170,7 @@ def same_array(new, origin):
             or new.flags.writeable != origin.flags.writeable):
         return False
     if new.base is not None or origin.base is not None:  # views: of the same memory
-        return (new.base is origin.base
-                and address(new) - address(new.base) == address(origin) - address(origin.base))
+        return new.base is origin.base and address(new) == address(origin)
     if new.dtype.hasobject:
         return all(a is b for a, b in zip(_flat(new), _flat(origin)))
     return new.tobytes(order="A") == origin.tobytes(order="A")

@@ -23,6 +23,7 @@ from pandas.core.generic import NDFrame
 from pandas.core.internals.managers import BaseBlockManager
 
 from .copier import register
+from .covariables import count_shallow
 
 
 def copy_by_reduce(copier, obj):
@@ -43,6 +44,7 @@ def _share(copier, obj):
 
 for _cls in (NDFrame, pd.Index, ExtensionArray):
     register(_cls, copy_by_reduce, subclasses=True)
+    count_shallow(_cls)
 register(BaseBlockManager, copy_manager, subclasses=True)
 for _immutable in (pd.Timestamp, pd.Timedelta, pd.Period, pd.Interval, type(pd.NaT), type(pd.NA)):
     register(_immutable, _share, subclasses=True)

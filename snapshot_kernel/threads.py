@@ -35,6 +35,7 @@ class CellThreads:
         while True:
             threading.current_thread().name = name
             contextvars.Context().run(job)
+            job = None  # an idle thread must not keep the last cell's objects alive
             with self._lock:
                 if self._idle >= self.max_idle:
                     return

@@ -15,9 +15,12 @@ TOKEN = "test-token"
 
 @pytest.fixture(params=[TOUCHED, WHOLE])
 def kernel(request):
-    """A kernel in each copy mode: what a cell's code may touch copied in (the
-    default), or the whole state copied in."""
-    return SnapshotKernel(copy_mode=request.param)
+    """A kernel in each copy mode: what a cell's code may touch copied in, with every
+    numpy buffer copy-on-write (the default, with the threshold at 0 so small test
+    arrays take that path), or the whole state copied in, buffers copied as well."""
+    if request.param == TOUCHED:
+        return SnapshotKernel(copy_mode=TOUCHED, copy_on_write=0)
+    return SnapshotKernel(copy_mode=WHOLE, copy_on_write=None)
 
 
 @pytest.fixture

@@ -1,0 +1,251 @@
+"""Large buffers copy-on-write: a state's buffer is mapped into an execution, not copied.
+
+A stored large array sits on a ``Mapping`` that nothing ever writes again.
+Once an execution copies it in, that mapping is a private (``MAP_PRIVATE``)
+mapping of a ``Blob``, a sealed memfd, and so is every running copy of it:
+reading shares the page cache, and the first write to a page gives that
+mapping its own copy of the page, as after a fork. A stored mapping may differ
+from its blob in a few pages, its ``overlay``: the pages a cell changed.
+
+* Out, for a new buffer: an anonymous mapping holding a copy. It becomes a blob the first time an
+  execution copies it in (``freeze``: written to a memfd, then mapped over
+  itself, so the anonymous pages go), so a cell that makes data pays for a
+  memory copy, not for a memfd's page allocation.
+* In: a private mapping of the blob with the overlay pages copied in: a
+  fraction of a millisecond, whatever the size. Running code sees it through a
+  window, and an unwritten mapping outlives its last window as a spare for the
+  next execution, page table filled (``Buffers.map_in``).
+* Out, for a buffer copied in: the pages of the running mapping that are
+  private now (read from ``/proc/self/pagemap``) are the overlay plus what the
+  cell wrote. None written: the state keeps the stored mapping. Some: the new
+  state gets a mapping of the same blob with those pages; past a quarter of
+  the buffer, a new buffer.
+
+``Buffers.probe`` checks that memfd, seals, private and fixed mappings, and
+pagemap work here; where they don't, the kernel copies arrays as before, with
+the same semantics. Knows nothing of numpy: ``numpy_support`` builds arrays.
+"""
+
+import ctypes
+import fcntl
+import mmap
+import os
+import threading
+import weakref
+
+PAGE = mmap.PAGESIZE
+THRESHOLD = 1 << 20      # bytes: buffers at least this large are kept copy-on-write
+FLATTEN = 0.25           # a stored mapping differing from its blob in more than this share
+                         # of its pages becomes a new buffer
+_SEALS = getattr(fcntl, "F_SEAL_WRITE", 0) | getattr(fcntl, "F_SEAL_SHRINK", 0) | getattr(
+    fcntl, "F_SEAL_GROW", 0)
+_PRESENT, _SWAPPED, _FILE = 1 << 63, 1 << 62, 1 << 61  # bits of a pagemap entry
+_MAP_FIXED = 0x10  # Linux; the mmap module does not export it
+_lock = threading.Lock()  # spares, and freezing
+
+
+class Blob:
+    """Immutable bytes: a sealed memfd that stays open while a mapping of it lives."""
+
+    def __init__(self, fd, size):
+        self.fd, self.size = fd, size
+        weakref.finalize(self, os.close, fd)
+
+    @classmethod
+    def write(cls, contents):
+        """A new blob holding the bytes of the contiguous buffer ``contents``."""
+        data = memoryview(contents).cast("B")
+        fd = os.memfd_create("snapshot-kernel", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        written = False
+        try:
+            os.ftruncate(fd, len(data))
+            done = 0
+            while done < len(data):  # pwrite into a memfd beats copying into a mapping of it
+                done += os.pwrite(fd, data[done:], done)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+            written = True
+        finally:
+            data.release()
+            if not written:  # failed, or interrupted: the fd would leak
+                os.close(fd)
+        return cls(fd, len(contents))
+
+    def map(self, overlay=(), copy_from=None, stored=False):
+        """A private mapping of the blob, with ``overlay`` pages copied from ``copy_from``.
+        A running mapping keeps that as its ``source``, the stored mapping it came from."""
+        mapping = Mapping(self.fd, self.size, mmap.MAP_PRIVATE)
+        mapping.blob, mapping.stored = self, stored
+        mapping.source = None if stored else copy_from
+        mapping.overlay = frozenset(overlay)
+        for page in sorted(mapping.overlay):
+            start, end = page * PAGE, min((page + 1) * PAGE, self.size)
+            mapping[start:end] = copy_from[start:end]
+        return mapping
+
+
+class Mapping(mmap.mmap):
+    """A private mapping. A ``stored`` one belongs to a state and is never written again
+    (its ``blob`` is None until it is frozen); a running one knows the stored mapping it
+    was made from (``source``)."""
+
+    blob = source = spare = None
+    stored = False
+    overlay = frozenset()
+
+    @property
+    def address(self):
+        """Where the mapping starts in this process's memory."""
+        address = getattr(self, "_address", None)
+        if address is None:
+            view = ctypes.c_char.from_buffer(self)
+            address = self._address = ctypes.addressof(view)
+            del view  # releases the export, so the mapping can be closed later
+        return address
+
+    def private_pages(self):
+        """Indices of the pages this mapping holds a private copy of (written since mapped)."""
+        import numpy as np
+        pages = -(-len(self) // PAGE)
+        entries = np.frombuffer(_pagemap.read(self.address // PAGE, pages), dtype=np.uint64)
+        private = ((entries & _PRESENT) != 0) & ((entries & _FILE) == 0)
+        private |= (entries & _SWAPPED) != 0
+        return frozenset(np.nonzero(private)[0].tolist())
+
+    def same_pages(self, other, pages):
+        """True if this mapping and ``other`` hold the same bytes in ``pages``."""
+        return all(self[page * PAGE:(page + 1) * PAGE] == other[page * PAGE:(page + 1) * PAGE]
+                   for page in pages)
+
+    def unchanged(self):
+        """True if this running mapping holds exactly what its stored source holds."""
+        source = self.source
+        return (source is not None and self.private_pages() <= source.overlay
+                and self.same_pages(source, source.overlay))
+
+    def take_spare(self):
+        """A running mapping of this stored one that no one uses, or None."""
+        with _lock:
+            spare, self.spare = self.spare, None
+        return spare
+
+
+def anonymous(size, fill):
+    """A stored mapping of ``size`` bytes of anonymous memory that ``fill(mapping)`` writes."""
+    # MAP_POPULATE: the pages are made in one go, faster than a fault for each
+    mapping = Mapping(-1, size, mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0))
+    fill(mapping)
+    mapping.stored = True
+    return mapping
+
+
+def freeze(stored):
+    """Give an anonymous stored mapping a blob: its bytes go to a memfd that is then
+    mapped over it in place. The contents do not change, so readers never notice."""
+    with _lock:
+        if stored.blob is not None:
+            return
+        blob = Blob.write(stored)
+        address = _libc.mmap(stored.address, blob.size, mmap.PROT_READ | mmap.PROT_WRITE,
+                             mmap.MAP_PRIVATE | _MAP_FIXED, blob.fd, 0)
+        if address != stored.address:
+            raise OSError(ctypes.get_errno(), "mmap over a stored buffer failed")
+        stored.blob = blob
+
+
+def mapping_of(base):
+    """The Mapping an array's ``base`` is (stored) or is a window on (running), or None."""
+    if isinstance(base, Mapping):
+        return base
+    return getattr(base, "mapping", None) if isinstance(base, ctypes.Array) else None
+
+
+def _release(running):
+    """The last window on ``running`` is gone: keep it as a spare if it is unchanged."""
+    source = running.source
+    if source is None or source.spare is not None or not running.unchanged():
+        return
+    with _lock:
+        if source.spare is None:
+            source.spare = running
+
+
+class _Pagemap:
+    """``/proc/self/pagemap``: one 64-bit entry per virtual page of this process."""
+
+    def __init__(self):
+        self._fd = None
+        self._lock = threading.Lock()
+
+    def read(self, first_page, count):
+        with self._lock:
+            if self._fd is None:
+                self._fd = os.open("/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC)
+        return os.pread(self._fd, count * 8, first_page * 8)
+
+
+def _load_libc():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)
+    libc.mmap.restype = ctypes.c_void_p
+    return libc
+
+
+_pagemap = _Pagemap()
+_libc = _load_libc()
+
+
+class Buffers:
+    """Stores buffers of ``threshold`` bytes or more copy-on-write. ``probe()`` says
+    whether this machine can."""
+
+    def __init__(self, threshold=THRESHOLD):
+        self.threshold = threshold
+
+    @staticmethod
+    def probe(threshold=THRESHOLD):
+        """A Buffers if every mechanism above works here, else None."""
+        try:
+            stored = anonymous(2 * PAGE, lambda mapping: mapping.write(b"x" * (2 * PAGE)))
+            freeze(stored)
+            running = stored.blob.map(copy_from=stored)
+            running[PAGE:PAGE + 1] = b"y"
+            works = (running.private_pages() == {1} and running[0:1] == b"x"
+                     and stored[PAGE:PAGE + 1] == b"x")
+            running.close()
+            stored.close()
+        except (OSError, AttributeError, ValueError, ImportError):
+            return None
+        return Buffers(threshold) if works else None
+
+    def map_in(self, stored):
+        """A window on a running mapping with the contents of the ``stored`` one.
+
+        Arrays of running code sit on a window (a ctypes array over the mapping),
+        never on the mapping itself: when the last of them is gone, the window goes,
+        and a mapping that was never written is kept as the stored one's spare. The
+        next execution gets it with its page table filled: reading it again costs no
+        page faults, as in a fork. (A fresh mapping faults once per 4 KiB page read.)
+        """
+        if stored.blob is None:
+            freeze(stored)
+        running = stored.take_spare() or stored.blob.map(stored.overlay, stored)
+        window = (ctypes.c_char * len(running)).from_buffer(running)
+        window.mapping = running
+        weakref.finalize(window, _release, running).atexit = False
+        return window
+
+    def store(self, running):
+        """The stored mapping with ``running``'s contents: its source if the cell wrote
+        nothing, the same blob with the pages it holds privately, or a new buffer."""
+        source = running.source
+        if running.unchanged():
+            return source
+        private = running.private_pages()
+        if len(private) > FLATTEN * (len(running) / PAGE):
+            return self.new(lambda mapping: mapping.write(running), len(running))
+        return source.blob.map(private, running, stored=True)
+
+    def new(self, fill, size):
+        """A stored mapping of a new buffer of ``size`` bytes that ``fill(mapping)`` writes."""
+        return anonymous(size, fill)

@@ -1,0 +1,179 @@
+"""Large numpy buffers are kept copy-on-write: what a branch stores follows what it wrote.
+
+These run on kernels whose buffers are copy-on-write from 0 bytes up, so small
+arrays take the path large ones take, and on one with the default threshold
+and an 8 MB array. ``approx_bytes`` is what a user sees of the cost.
+"""
+
+import gc
+import os
+import threading
+
+import pytest
+
+from helpers import WAIT, ok, printed, stdout
+from snapshot_kernel import cow
+from snapshot_kernel.kernel import SnapshotKernel
+
+np = pytest.importorskip("numpy")
+PAGES = 256  # the test arrays span this many pages
+pytestmark = pytest.mark.skipif(cow.Buffers.probe() is None,
+                                reason="no memfd, seals or pagemap on this machine")
+
+
+@pytest.fixture
+def cowk():
+    return SnapshotKernel(copy_on_write=0)
+
+
+def make(kernel, extra=""):
+    code = f"import numpy as np\na = np.arange({PAGES * cow.PAGE // 8}, dtype=np.int64)\n" + extra
+    return ok(kernel, code)["state_name"]
+
+
+def added(kernel, state):
+    return kernel.describe(state)["approx_bytes"]
+
+
+def test_a_cell_that_only_reads_a_buffer_stores_nothing_for_it(cowk):
+    parent = make(cowk)
+    child = ok(cowk, "total = int(a.sum())", parent)["state_name"]
+    assert added(cowk, child) < 100
+    assert printed(cowk, "print(total == a.sum(), a[-1])", child) == f"True {PAGES * 512 - 1}\n"
+
+
+def test_writing_one_element_stores_about_one_page(cowk):
+    parent = make(cowk)
+    child = ok(cowk, "a[1000] = -1", parent)["state_name"]
+    assert cow.PAGE <= added(cowk, child) < 2 * cow.PAGE + 1000
+    assert printed(cowk, "print(a[1000], a[999], a[1001])", child) == "-1 999 1001\n"
+    assert printed(cowk, "print(a[1000])", parent) == "1000\n"
+
+
+def test_branches_writing_the_same_buffer_never_see_each_other(cowk):
+    parent = make(cowk)
+    left = ok(cowk, "a[0] = -1", parent)["state_name"]
+    right = ok(cowk, "a[0] = -2\na[-1] = -2", parent)["state_name"]
+    grand = ok(cowk, "a[5000] = -3", left)["state_name"]
+    shown = "print(a[0], a[5000], a[-1])"
+    last = PAGES * 512 - 1
+    assert printed(cowk, shown, parent) == f"0 5000 {last}\n"
+    assert printed(cowk, shown, left) == f"-1 5000 {last}\n"
+    assert printed(cowk, shown, right) == f"-2 5000 -2\n"
+    assert printed(cowk, shown, grand) == f"-1 -3 {last}\n"
+
+
+def test_a_branch_rewriting_most_of_a_buffer_gets_a_buffer_of_its_own(cowk):
+    parent = make(cowk)
+    child = ok(cowk, "a[:] = 7", parent)["state_name"]
+    assert added(cowk, child) >= PAGES * cow.PAGE
+    again = ok(cowk, "a[0] = 8", child)["state_name"]
+    assert printed(cowk, "print(a[:3], a[-1])", again) == "[8 7 7] 7\n"
+    assert printed(cowk, "print(a[:3])", parent) == "[0 1 2]\n"
+
+
+def test_rewriting_a_page_with_its_own_contents_still_reads_right(cowk):
+    parent = make(cowk)
+    child = ok(cowk, "a[10] = 10", parent)["state_name"]
+    assert printed(cowk, "print(a[8:12])", child) == "[ 8  9 10 11]\n"
+
+
+def test_views_of_a_mapped_buffer_stay_views(cowk):
+    parent = make(cowk, "v = a[10:20]\nw = a[::-512]")
+    child = ok(cowk, "v[0] = -5\nw[0] = -6", parent)["state_name"]
+    code = "print(a[10], a[-1], v.base is a, w.base is a, np.shares_memory(v, a))"
+    assert printed(cowk, code, child) == "-5 -6 True True True\n"
+    assert printed(cowk, "print(a[10], a[-1])", parent) == f"10 {PAGES * 512 - 1}\n"
+
+
+def test_a_thread_writing_after_its_cell_ended_changes_no_state(cowk, signal_name):
+    parent = make(cowk)
+    code = (f"import threading, helpers\ndef later():\n"
+            f"    helpers.{signal_name}.wait({WAIT})\n    a[:] = -9\n"
+            "t = threading.Thread(target=later)\nt.start()")
+    child = ok(cowk, code, parent)["state_name"]
+    import helpers
+    getattr(helpers, signal_name).set()
+    ok(cowk, "t.join()", child)
+    assert printed(cowk, "print(a[:2], a[-1])", child) == f"[0 1] {PAGES * 512 - 1}\n"
+
+
+def test_reading_again_and_then_writing_leaves_the_parent_alone(cowk):
+    parent = make(cowk)
+    for _ in range(3):  # the second and third cells get the first one's unwritten mapping
+        ok(cowk, "s = int(a.sum())", parent)
+    child = ok(cowk, "a[0] = 123", parent)["state_name"]
+    assert printed(cowk, "print(a[0])", child) == "123\n"
+    assert printed(cowk, "print(a[0])", parent) == "0\n"
+
+
+def test_frames_store_only_their_new_columns(pandas_big):
+    kernel, parent = pandas_big
+    child = ok(kernel, "shape = df.shape\nmean = df['c0'].mean()", parent)["state_name"]
+    assert added(kernel, child) < 5000
+    wider = ok(kernel, "df['new'] = 1", parent)["state_name"]
+    assert 8 * 10 ** 6 <= added(kernel, wider) < 8 * 10 ** 6 + 50_000
+    assert printed(kernel, "print(df.columns.tolist()[-1])", wider) == "new\n"
+    assert printed(kernel, "print(df.columns.tolist())", parent) == "['c0', 'c1']\n"
+
+
+@pytest.fixture
+def pandas_big():
+    pytest.importorskip("pandas")
+    kernel = SnapshotKernel()  # the default threshold: these blocks are 16 MB
+    code = ("import numpy as np, pandas as pd\nrng = np.random.default_rng(0)\n"
+            "df = pd.DataFrame({'c0': rng.random(10 ** 6), 'c1': rng.random(10 ** 6)})")
+    return kernel, ok(kernel, code)["state_name"]
+
+
+def memfds():
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found += os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:snapshot-kernel")
+        except OSError:  # the fd closed while we looked
+            pass
+    return found
+
+
+def test_deleting_states_frees_their_buffers(cowk):
+    gc.collect()
+    before = memfds()
+    parent = make(cowk)
+    children = [ok(cowk, f"a[{i * 4096}] = -1", parent)["state_name"] for i in range(5)]
+    assert memfds() > before
+    for name in children + [parent]:
+        cowk.delete(name)
+    gc.collect()
+    assert memfds() == before
+
+
+def test_copy_on_write_falls_back_to_copies_where_the_machine_cannot(monkeypatch):
+    monkeypatch.setattr(cow._pagemap, "read", lambda *args: (_ for _ in ()).throw(OSError()))
+    assert cow.Buffers.probe() is None
+    kernel = SnapshotKernel(copy_on_write=0)
+    assert kernel.buffers is None
+    parent = make(kernel)
+    child = ok(kernel, "a[0] = -1", parent)["state_name"]
+    assert stdout(ok(kernel, "print(a[0])", parent)) == "0\n"
+    assert stdout(ok(kernel, "print(a[0])", child)) == "-1\n"
+
+
+def test_concurrent_cells_on_one_buffer(cowk):
+    parent = make(cowk)
+    replies, errors = [], []
+
+    def run(i):
+        try:
+            replies.append((i, ok(cowk, f"a[{i}] = -{i}\nprint(int((a < 0).sum()))", parent)))
+        except AssertionError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(1, 7)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not errors and len(replies) == 6
+    assert all(stdout(reply) == "1\n" for _, reply in replies)
+    assert printed(cowk, "print(int((a < 0).sum()))", parent) == "0\n"
