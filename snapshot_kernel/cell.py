@@ -7,12 +7,17 @@ frames are dropped from tracebacks.
 """
 
 import ast
+import contextlib
 import io
+import itertools
 import linecache
 import os
 import reprlib
+import sys
+import threading
 import tokenize
 import traceback
+import weakref
 
 CELL_FILENAME_PREFIX = "<cell-"
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -26,22 +31,68 @@ def call_user(fn, *args):
         return None, exc          # KeyboardInterrupt included, is its own error, never the server's.
 
 
-def cell_filename(number):
-    return f"{CELL_FILENAME_PREFIX}{number}>"
+_cell_numbers = itertools.count(1)  # per process: kernels share linecache
 
 
-def remember_source(filename, code):
-    """Let tracebacks show the cell's lines, as IPython does for its cells."""
-    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+def cell_filename():
+    """A new cell's file name for tracebacks, ``<cell-N>``, unique in the process."""
+    return f"{CELL_FILENAME_PREFIX}{next(_cell_numbers)}>"
 
 
-def forget_source(filename):
-    linecache.cache.pop(filename, None)
+class Source:
+    """A cell's source in ``linecache``, so tracebacks show its lines, as IPython's do.
+
+    It stays there while any code compiled from it lives (a function a state
+    keeps, a cell still running) and goes with the last of them, so deleted
+    states and failed cells leave nothing behind.
+    """
+
+    _live = {}  # filename -> code objects of the cell still alive
+    _lock = threading.RLock()  # finalizers may run (in the collector) while it is held
+
+    @classmethod
+    def keep(cls, filename, code, compiled):
+        """Keep ``code`` in linecache under ``filename`` while ``compiled`` code lives."""
+        objects = [each for top in compiled if top is not None for each in _code_tree(top)]
+        with cls._lock:
+            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+            cls._live[filename] = cls._live.get(filename, 0) + len(objects)
+        for each in objects:
+            weakref.finalize(each, cls._release, filename).atexit = False
+
+    @classmethod
+    def _release(cls, filename):
+        with cls._lock:
+            cls._live[filename] -= 1
+            if cls._live[filename] == 0:
+                del cls._live[filename]
+                linecache.cache.pop(filename, None)
+
+
+def _code_tree(code):
+    yield code
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            yield from _code_tree(const)
+
+
+# CPython before 3.13 keeps the AST constructor's recursion depth in shared state:
+# cells parsed at once in two threads can fail with "AST constructor recursion depth
+# mismatch" (gh-106905). Cells are parsed one at a time there.
+_parsing = threading.Lock() if sys.version_info < (3, 13) else contextlib.nullcontext()
 
 
 def compile_cell(code, filename):
     """Compile ``code`` to ``(body, last_expression)``; the latter is None unless
-    the cell ends in an expression whose value should be shown."""
+    the cell ends in an expression whose value should be shown. Its source stays
+    in linecache for as long as code compiled from it lives."""
+    with _parsing:
+        body, last = _compile(code, filename)
+    Source.keep(filename, code, (body, last))
+    return body, last
+
+
+def _compile(code, filename):
     if "\n" not in code.strip():
         try:  # one line that is one expression: the common `df.head()` needs no AST
             return None, compile(code, filename, "eval")
@@ -78,16 +129,47 @@ def run_code(body, last, namespace):
 def error_dict(exc):
     """``{"ename", "evalue", "traceback"}`` for ``exc``, starting at the cell's frames.
 
+    Formatting runs the exception's own code (``__str__``, a SyntaxError's
+    fields), so it goes through the user-code boundary: an exception the
+    traceback module cannot format still gives a reply, with a note saying so.
     Drops the traceback objects afterwards: they pin the cell's namespace.
     """
+    ename = _plain_text(type(exc).__name__, "<unnamed exception>")
+    evalue, failed = call_user(str, exc)
+    evalue = _plain_text(evalue, "<str() failed>") if failed is None else "<str() failed>"
+    lines, failed = call_user(_format, exc)
+    if failed is not None or not isinstance(lines, list):
+        lines = [f"{ename}: {evalue}\n",
+                 f"(the traceback could not be formatted: {type(failed).__name__})\n"]
+        drop_tracebacks(failed)
+    drop_tracebacks(exc)
+    return {"ename": ename, "evalue": evalue,
+            "traceback": [_plain_text(line, "?\n") for line in lines]}
+
+
+def _format(exc):
     report = traceback.TracebackException(type(exc), exc, exc.__traceback__)
     _hide_kernel_frames(report)
-    lines = list(report.format())
-    evalue, _ = call_user(str, exc)
-    drop_tracebacks(exc)
-    return {"ename": type(exc).__name__,
-            "evalue": evalue if evalue is not None else "<str() failed>",
-            "traceback": lines}
+    return list(report.format())
+
+
+def plain_name(name):
+    """A str subclass as a plain str (its own methods may raise)."""
+    return str.__str__(name)
+
+
+def safe_type_name(value):
+    """The name of ``value``'s type; never raises (a metaclass's ``__name__`` may)."""
+    name, exc = call_user(lambda: type(value).__name__)
+    if exc is not None:
+        drop_tracebacks(exc)
+        return "<type name failed>"
+    return _plain_text(name, "<type name is not a str>")
+
+
+def _plain_text(text, fallback):
+    """``text`` as a plain str (a str subclass's own methods may raise), or ``fallback``."""
+    return str.__str__(text) if isinstance(text, str) else fallback
 
 
 def _hide_kernel_frames(report):
@@ -129,14 +211,13 @@ def safe_repr(value, limit):
     of ten million items does not build a huge string first.
     """
     render = repr
-    if type(value) in _BUILTIN_CONTAINERS and len(value) > limit // 2:
+    if type(value) in _BUILTIN_CONTAINERS and limit is not None and len(value) > limit // 2:
         render = _SHORT_REPR.repr
     text, exc = call_user(render, value)
     if exc is not None:
-        text = f"<repr failed: {type(exc).__name__}>"
+        text = f"<repr failed: {_plain_text(type(exc).__name__, '?')}>"
         drop_tracebacks(exc)
-    if not isinstance(text, str):
-        text = f"<repr returned {type(text).__name__}, not str>"
+    text = _plain_text(text, "<repr returned something other than a str>")
     return truncate(text, limit)
 
 

@@ -41,7 +41,10 @@ _SEALS = getattr(fcntl, "F_SEAL_WRITE", 0) | getattr(fcntl, "F_SEAL_SHRINK", 0) 
     fcntl, "F_SEAL_GROW", 0)
 _PRESENT, _SWAPPED, _FILE = 1 << 63, 1 << 62, 1 << 61  # bits of a pagemap entry
 _MAP_FIXED = 0x10  # Linux; the mmap module does not export it
-_lock = threading.Lock()  # spares, and freezing
+# Spares change in weakref finalizers, which the garbage collector may run in any thread,
+# even one holding the lock: so it is reentrant. Freezing has a lock of its own.
+_spares_lock = threading.RLock()
+_freeze_lock = threading.Lock()
 
 
 class Blob:
@@ -124,7 +127,7 @@ class Mapping(mmap.mmap):
 
     def take_spare(self):
         """A running mapping of this stored one that no one uses, or None."""
-        with _lock:
+        with _spares_lock:
             spare, self.spare = self.spare, None
         return spare
 
@@ -141,7 +144,7 @@ def anonymous(size, fill):
 def freeze(stored):
     """Give an anonymous stored mapping a blob: its bytes go to a memfd that is then
     mapped over it in place. The contents do not change, so readers never notice."""
-    with _lock:
+    with _freeze_lock:
         if stored.blob is not None:
             return
         blob = Blob.write(stored)
@@ -164,7 +167,7 @@ def _release(running):
     source = running.source
     if source is None or source.spare is not None or not running.unchanged():
         return
-    with _lock:
+    with _spares_lock:
         if source.spare is None:
             source.spare = running
 
@@ -174,7 +177,7 @@ class _Pagemap:
 
     def __init__(self):
         self._fd = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # read in finalizers too (see _spares_lock)
 
     def read(self, first_page, count):
         with self._lock:

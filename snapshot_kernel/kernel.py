@@ -11,11 +11,13 @@ Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 
 import itertools
 import secrets
+import sys
 import threading
 import time
+import traceback
 
 from . import capture, cell, cow, display, interrupt, plots
-from .copier import is_dunder
+from .copier import is_dunder, reading
 from .execution import (DONE, RUNNING, STARTING, Execution, Outcome, interrupted_error,
                         kernel_error, stuck_error)
 from .storage import TOUCHED, Namespace, State, Working, fresh_namespace, sizes
@@ -104,7 +106,6 @@ class SnapshotKernel:
         self._reserved = {}
         self._generation = 0
         self._closed = False
-        self._cell_numbers = itertools.count(1)
         self._auto_names = itertools.count(1)
         self._states[INITIAL] = State(INITIAL, fresh_namespace(), None, "")
 
@@ -115,15 +116,19 @@ class SnapshotKernel:
             return list(self._states)
 
     def describe(self, name):
-        """The state's metadata and a repr of each non-dunder variable."""
+        """The state's metadata and a repr of each non-dunder variable.
+
+        Type names and reprs are the stored objects' own code: they run behind the
+        user-code boundary, reading the globals of this state, and what fails is
+        reported in that variable's entry.
+        """
         state = self._get(name)
-        entries = {key: entry for key, entry in state.names.entries().items()
-                   if isinstance(key, str) and not is_dunder(key)}
-        variables = {
-            key: {"type": type(entry.value).__name__,
-                  "repr": cell.safe_repr(entry.value, self.repr_limit)}
-            for key, entry in entries.items()
-        }
+        with reading(state.names):
+            entries = {cell.plain_name(key): entry for key, entry in state.names.entries().items()
+                       if isinstance(key, str) and not is_dunder(cell.plain_name(key))}
+            variables = {key: {"type": cell.safe_type_name(entry.value),
+                               "repr": cell.safe_repr(entry.value, self.repr_limit)}
+                         for key, entry in entries.items()}
         shared = {key: entry.shared for key, entry in entries.items() if entry.shared}
         return {"name": state.name, "timestamp": state.timestamp, "parent": state.parent,
                 "code": state.code, "variables": variables, "shared": shared,
@@ -235,19 +240,25 @@ class SnapshotKernel:
                 raise ExecutionExists(f"execution {exec_id!r} is already running")
             run = Execution(exec_id, code, state_name, new_state_name, self._generation,
                             capture.Capture(output_limit, self.image_limit),
-                            cell.cell_filename(next(self._cell_numbers)), timeout, output_limit)
+                            cell.cell_filename(), timeout, output_limit)
             self._running[exec_id] = run
             if new_state_name is not None:
                 self._reserved[new_state_name] = run
         return run, source
 
     def _run(self, run, source):
-        """Thread body. An interrupt can arrive only between _arm and _disarm."""
+        """Thread body. An interrupt can arrive only between _arm and _disarm. The
+        request waits for ``_finish``, so it runs whatever happened before it."""
         try:
             outcome = self._attempt(run, source)
         except KeyboardInterrupt:  # our interrupt, landed in kernel code just around the cell
             self._disarm(run)      # each run is sent one at most, so none can be pending now
             outcome = Outcome(error=interrupted_error())
+        except Exception as exc:  # a bug of ours: the reply says so rather than never coming
+            traceback.print_exc(file=sys.__stderr__)
+            outcome = Outcome(error=kernel_error(
+                "InternalError", f"the kernel failed around this cell ({type(exc).__name__}); "
+                "nothing was stored; the server log has the traceback"))
         self._finish(run, outcome, source)
 
     def _attempt(self, run, source):
@@ -259,7 +270,6 @@ class SnapshotKernel:
                 self._disarm(run)
 
     def _run_cell(self, run, source):
-        cell.remember_source(run.filename, run.code)
         outcome, exc = cell.call_user(self._copy_run_copy, run, source)
         _, failed = cell.call_user(plots.flush, run.capture)  # figures show even if it raised
         exc = exc if exc is not None else failed
@@ -305,8 +315,6 @@ class SnapshotKernel:
             if outcome.error is None and not run.stuck:
                 name = run.new_state_name or self._auto_name()
                 self._states[name] = self._child(name, run, source, outcome.stored)
-        if name is None:
-            cell.forget_source(run.filename)
         run.reply = self._reply(run, outcome, name)
         run.finished.release()
 
@@ -322,6 +330,9 @@ class SnapshotKernel:
         if run.generation != self._generation:
             message = "the kernel was reset while this cell ran; nothing was stored"
             return Outcome(error=kernel_error("KernelReset", message))
+        if run.interrupt_reason == "shutdown":
+            message = "the server is shutting down; nothing was stored"
+            return Outcome(error=kernel_error("KernelShutdown", message))
         if run.interrupt_reason == "timeout":
             message = f"the cell ran past its {run.timeout:g} s timeout and was interrupted"
             frames = outcome.error["traceback"][:-1] if outcome.error else []

@@ -1,0 +1,122 @@
+"""Nothing a stored value or a cell's exception does can break the kernel (issue 11).
+
+Kernel-level: describing hostile values, exceptions the traceback module cannot
+format, replies at shutdown, memory released with states, and cells compiled
+concurrently. The HTTP and socket side is in test_hostile.py.
+"""
+
+import gc
+import linecache
+import threading
+
+import pytest
+
+from helpers import WAIT, in_background, ok, printed, wait_until_running
+from snapshot_kernel.kernel import SnapshotKernel
+
+HOSTILE_VALUES = {
+    "metaclass whose __name__ raises": (
+        "class Meta(type):\n    @property\n    def __name__(cls):\n        raise ValueError('no')\n"
+        "class C(metaclass=Meta):\n    pass\nvalue = C()", "<type name failed>"),
+    "repr returning a str subclass whose __len__ raises": (
+        "class S(str):\n    def __len__(self):\n        raise ValueError('no')\n"
+        "class C:\n    def __repr__(self):\n        return S('fine')\nvalue = C()", "C"),
+    "repr raising SystemExit": (
+        "class C:\n    def __repr__(self):\n        raise SystemExit(0)\nvalue = C()", "C"),
+    "repr raising KeyboardInterrupt": (
+        "class C:\n    def __repr__(self):\n        raise KeyboardInterrupt\nvalue = C()", "C"),
+    "repr returning bytes": (
+        "class C:\n    def __repr__(self):\n        return b'x'\nvalue = C()", "C"),
+}
+
+
+@pytest.mark.parametrize("code, type_name", HOSTILE_VALUES.values(), ids=HOSTILE_VALUES.keys())
+def test_describing_a_hostile_value_reports_it_and_breaks_nothing(kernel, code, type_name):
+    state = ok(kernel, code)["state_name"]
+    described = kernel.describe(state)["variables"]["value"]
+    assert described["type"] == type_name
+    assert isinstance(described["repr"], str) and type(described["repr"]) is str
+    assert printed(kernel, "print('still here')", state) == "still here\n"
+
+
+def test_a_repr_reads_the_globals_of_its_state(kernel):
+    state = ok(kernel, "LABEL = 'mine'\nclass C:\n    def __repr__(self):\n        return LABEL\n"
+                       "value = C()")["state_name"]
+    assert kernel.describe(state)["variables"]["value"]["repr"] == "mine"
+
+
+UNFORMATTABLE = {
+    "SyntaxError with a bad line number": 'raise SyntaxError("bad", ("<x>", 1, "2", "text"))',
+    "__str__ raising": "class E(Exception):\n    def __str__(self):\n        raise ValueError\nraise E()",
+    "str subclass message": ("class S(str):\n    def __len__(self):\n        raise ValueError\n"
+                             "raise ValueError(S('odd'))"),
+}
+
+
+@pytest.mark.parametrize("code", UNFORMATTABLE.values(), ids=UNFORMATTABLE.keys())
+def test_any_exception_gives_an_error_reply_at_once(code):
+    kernel = SnapshotKernel(timeout=None)
+    reply = kernel.execute(code, "initial")
+    assert reply["error"] is not None and reply["state_name"] is None
+    assert all(type(line) is str for line in reply["error"]["traceback"])
+    assert kernel.executions() == []
+
+
+def test_a_cell_interrupted_by_shutdown_says_so(kernel, signal_name):
+    reply = in_background(kernel, f"import helpers\nhelpers.{signal_name}.wait({WAIT})",
+                          exec_id="long")
+    wait_until_running(kernel, "long")
+    kernel.close()
+    assert reply()["error"]["ename"] == "KernelShutdown"
+
+
+def cell_sources():
+    return {name for name in linecache.cache if name.startswith("<cell-")}
+
+
+def test_cell_sources_go_with_the_last_code_made_from_them():
+    kernel = SnapshotKernel()
+    gc.collect()
+    before = cell_sources()
+    state = ok(kernel, "def f():\n    return 1 / 0\nx = 1")["state_name"]
+    child = ok(kernel, "y = x + 1", state)["state_name"]
+    kernel.execute("1 / 0", state)
+    reply = kernel.execute("f()", child)
+    assert 'return 1 / 0' in "".join(reply["error"]["traceback"])  # f's source is still there
+    kept = cell_sources() - before
+    assert len(kept) == 1  # f's cell only: the others made no code that lives on
+    kernel.delete(child)
+    kernel.delete(state)
+    gc.collect()
+    assert cell_sources() == before
+
+
+def test_a_reset_releases_every_cell_source():
+    kernel = SnapshotKernel()
+    gc.collect()
+    before = cell_sources()
+    state = "initial"
+    for i in range(20):
+        state = ok(kernel, f"def f{i}():\n    return {i}", state)["state_name"]
+    kernel.reset()
+    gc.collect()
+    assert cell_sources() == before
+
+
+def test_multi_line_cells_compiled_at_once_all_run(kernel):
+    body = "\n".join(f"def f{i}(x):\n    return [x * k for k in range({i})]" for i in range(40))
+    code = body + "\nprint(sum(len(f39(1)) for _ in range(3)))"
+    failures, threads = [], []
+
+    def run():
+        for _ in range(10):
+            reply = kernel.execute(code, "initial")
+            if reply["error"] is not None:
+                failures.append(reply["error"]["evalue"])
+
+    for _ in range(6):
+        threads.append(threading.Thread(target=run))
+        threads[-1].start()
+    for thread in threads:
+        thread.join(WAIT * 3)
+    assert failures == []
