@@ -19,6 +19,8 @@ import tokenize
 import traceback
 import weakref
 
+from . import magics
+
 CELL_FILENAME_PREFIX = "<cell-"
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -83,13 +85,16 @@ _parsing = threading.Lock() if sys.version_info < (3, 13) else contextlib.nullco
 
 
 def compile_cell(code, filename):
-    """Compile ``code`` to ``(body, last_expression)``; the latter is None unless
-    the cell ends in an expression whose value should be shown. Its source stays
-    in linecache for as long as code compiled from it lives."""
+    """Compile ``code`` to ``(body, last_expression, notebook)``: the last expression
+    is None unless the cell ends in one whose value should be shown, and
+    ``notebook`` says the cell used notebook syntax (``magics``), whose calls
+    need ``get_ipython`` in its namespace. The source stays in linecache, as
+    written, for as long as code compiled from it lives."""
+    python = magics.transform(code)
     with _parsing:
-        body, last = _compile(code, filename)
+        body, last = _compile(python, filename)
     Source.keep(filename, code, (body, last))
-    return body, last
+    return body, last, python is not code
 
 
 def _compile(code, filename):

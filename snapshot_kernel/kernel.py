@@ -16,7 +16,7 @@ import threading
 import time
 import traceback
 
-from . import capture, cell, cow, display, interrupt, plots
+from . import capture, cell, cow, display, interrupt, magics, plots
 from .copier import is_dunder, reading
 from .execution import (DONE, RUNNING, STARTING, Execution, Outcome, interrupted_error,
                         kernel_error, stuck_error)
@@ -278,8 +278,9 @@ class SnapshotKernel:
         return outcome
 
     def _copy_run_copy(self, run, source):
-        body, last = cell.compile_cell(run.code, run.filename)
-        working = Working(source, self.copy_mode, self.buffers)
+        body, last, notebook = cell.compile_cell(run.code, run.filename)
+        working = Working(source, self.copy_mode, self.buffers,
+                          provided=magics.CELL_BUILTINS if notebook else None)
         working.open(body, last)
         value = cell.run_code(body, last, working.namespace)
         if value is not None:

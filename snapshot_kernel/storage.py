@@ -176,8 +176,11 @@ def _code_tree(code):
 class Working:
     """The private namespace of one execution, filled from ``state``."""
 
-    def __init__(self, state, mode=TOUCHED, buffers=None):
+    def __init__(self, state, mode=TOUCHED, buffers=None, provided=None):
+        """``provided`` names objects the cell needs in its namespace (notebook
+        syntax's ``get_ipython``); they are not stored unless the cell rebinds them."""
         self.state = state
+        self.provided = provided or {}
         self.source = state.names
         self.mode = mode
         self.buffers = buffers
@@ -195,6 +198,8 @@ class Working:
             self.materialize(self.source.entries())
         else:
             self.materialize(set().union(*(names for names, _ in needs)))
+        for name, value in self.provided.items():
+            self.namespace.setdefault(name, value)
 
     def materialize(self, names):
         """Copy in the groups of ``names`` not copied yet, then what their functions need."""
@@ -242,7 +247,8 @@ class Working:
         """``{name: Entry}`` for the names the cell changed, and ``DELETED`` for those
         it deleted. Running code may still hold what it made, so everything stored is
         a copy, or a stored object the copy came out identical to."""
-        touched = [name for name in list(self.namespace) if name != "__builtins__"]
+        touched = [name for name in list(self.namespace) if name != "__builtins__"
+                   and self.namespace[name] is not self.provided.get(name, self)]
         stored = {}
         copier = copy_names(self.namespace, touched, stored, (self.namespace,), track=True,
                             replace=[(self.namespace["__builtins__"], builtins)],

@@ -33,12 +33,9 @@ def namespace():
 
 def run_cell(code, namespace, ipython=False):
     """Run ``code`` as the kernel will: translated, compiled, its last value returned."""
-    cell.remember_source(CELL, code)
-    try:
-        body, last = cell.compile_cell(magics.transform(code, ipython=ipython), CELL)
-        return cell.run_code(body, last, namespace)
-    finally:
-        cell.forget_source(CELL)
+    body, last = cell._compile(magics.transform(code, ipython=ipython), CELL)
+    cell.Source.keep(CELL, code, (body, last))
+    return cell.run_code(body, last, namespace)
 
 
 def cell_line(exc):

@@ -335,3 +335,21 @@ def test_a_failed_cell_leaves_no_frames_pinning_its_namespace(kernel):
 def test_traceback_objects_are_not_kept(kernel):
     kernel.execute("raise ValueError('x')", "initial")
     assert getattr(sys, "last_traceback", None) is None
+
+
+# -- notebook syntax --------------------------------------------------------------------
+
+def test_notebook_syntax_runs_in_cells_and_stays_out_of_the_state(kernel):
+    parent = branch(kernel, "x = 21")
+    reply = ok(kernel, "!echo shell $x\nfiles = !echo a\n%time y = x * 2\ny", parent)
+    assert "shell 21\n" in stdout(reply) and "Wall time" in stdout(reply)
+    assert result(reply) == "42"
+    variables = kernel.describe(reply["state_name"])["variables"]
+    assert sorted(variables) == ["_", "_exit_code", "files", "x", "y"] and variables["files"]["repr"] == "['a']"
+
+
+def test_an_unsupported_magic_names_the_supported_ones(kernel):
+    reply = kernel.execute("x = 1\n%cd /tmp", "initial")
+    assert reply["error"]["ename"] == "UsageError"
+    assert "%timeit" in reply["error"]["evalue"]
+    assert 'line 2' in "".join(reply["error"]["traceback"])
