@@ -7,16 +7,19 @@ cell was running. Every other thread, and a cell's thread after its capture
 closed, reads and writes the original streams.
 """
 
+import codecs
 import collections
 import io
 import os
 import sys
+import tempfile
 import threading
 
 _local = threading.local()
 _install_lock = threading.Lock()
 _THREAD_ATTR = "_snapshot_kernel_capture"
 MAX_RICH_ITEMS = 500  # display_data and execute_result items kept per execution
+DEFAULT_FULL_LIMIT = 100 * 1024 * 1024  # bytes of each stream's full text kept for paging
 
 
 class Capture:
@@ -27,10 +30,13 @@ class Capture:
     cell that prints forever uses bounded memory.
     """
 
-    def __init__(self, limit=None, image_limit=None):
+    def __init__(self, limit=None, image_limit=None, full_limit=DEFAULT_FULL_LIMIT):
         self.limit = limit
         self.image_limit = image_limit  # bytes of one image in a display_data item
+        self.full_limit = full_limit    # bytes of a stream's full text kept for paging
         self.closed = False
+        self._full = {}  # stream name -> FullText, once the stream outgrew the limit
+        self._seen = {}  # stream name -> characters written in all
         self._lock = threading.Lock()
         self._outputs = []
         self._head_used = {}  # stream name -> characters kept in the head
@@ -41,10 +47,16 @@ class Capture:
 
     def write(self, name, text):
         with self._lock:
+            self._seen[name] = self._seen.get(name, 0) + len(text)
             if self.limit is None:
                 self._append(name, text)
                 return
             head_room = self.limit // 2 - self._head_used.get(name, 0)
+            if name in self._full:
+                self._full[name].write(text)
+            elif len(text) > head_room:  # it outgrows the reply: keep it all for paging
+                self._full[name] = FullText(self.full_limit)
+                self._full[name].write(self._kept_head(name) + text)
             if head_room > 0:
                 self._append(name, text[:head_room])
                 self._head_used[name] = self._head_used.get(name, 0) + len(text[:head_room])
@@ -61,6 +73,34 @@ class Capture:
                 return
             self._rich += 1
             self._outputs.append(item)
+
+    def _kept_head(self, name):
+        return "".join(item["text"] for item in self._outputs
+                       if item["output_type"] == "stream" and item["name"] == name)
+
+    def truncated(self):
+        """``{stream: {"characters", "kept_characters", "capped"}}`` for the streams the
+        reply shows only part of; ``read`` pages through them."""
+        with self._lock:
+            return {name: {"characters": self._seen[name], "kept_characters": full.chars,
+                           "capped": full.capped} for name, full in self._full.items()}
+
+    def read(self, name, offset, limit):
+        """``(text, total)``: up to ``limit`` characters of stream ``name`` from ``offset``,
+        and how many characters of it can be read."""
+        with self._lock:
+            full = self._full.get(name)
+            if full is None:
+                text = self._kept_head(name)
+                return text[offset:offset + limit], len(text)
+            return full.read(offset, limit), full.chars
+
+    def discard(self):
+        """Free the full texts kept for paging."""
+        with self._lock:
+            for full in self._full.values():
+                full.close()
+            self._full.clear()
 
     def _append(self, name, text):
         last = self._outputs[-1] if self._outputs else None
@@ -100,6 +140,54 @@ class Capture:
                 items.append({"output_type": "stream", "name": "stderr", "text":
                               f"[... {self._rich_omitted} more display outputs omitted ...]\n"})
             return items
+
+
+class FullText:
+    """The whole text of one stream, in a temporary file, up to ``cap`` bytes of UTF-8.
+
+    Paging is by character offsets: every ``STEP`` characters, the byte offset
+    where they start is noted, so a read decodes from the nearest note.
+    """
+
+    STEP = 1 << 16
+
+    def __init__(self, cap):
+        self.cap = cap
+        self.chars = self._bytes = 0
+        self.capped = False
+        self._file = tempfile.TemporaryFile()
+        self._marks = [(0, 0)]  # (character offset, byte offset)
+
+    def write(self, text):
+        if self.capped or not text:
+            return
+        data = text.encode("utf-8", "surrogatepass")
+        if self._bytes + len(data) > self.cap:
+            text = data[:self.cap - self._bytes].decode("utf-8", "ignore")
+            data = text.encode("utf-8", "surrogatepass")
+            self.capped = True
+        self._file.seek(self._bytes)
+        self._file.write(data)
+        if (self.chars + len(text)) // self.STEP > self.chars // self.STEP:
+            self._marks.append((self.chars + len(text), self._bytes + len(data)))
+        self.chars += len(text)
+        self._bytes += len(data)
+
+    def read(self, offset, limit):
+        start, position = max((mark for mark in self._marks if mark[0] <= offset),
+                              default=(0, 0))
+        self._file.seek(position)
+        decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
+        text, wanted = "", offset - start + limit
+        while len(text) < wanted:
+            block = self._file.read(max(wanted - len(text), 4096) * 4)
+            if not block:
+                break
+            text += decoder.decode(block)
+        return text[offset - start:offset - start + limit]
+
+    def close(self):
+        self._file.close()
 
 
 def current_capture():

@@ -1,9 +1,13 @@
-"""The record of one execution, and the errors the kernel reports for it.
+"""The record of one execution, the table of them, and the errors the kernel decides.
 
 An ``Execution`` is mutable and guarded by the kernel lock. Its phase says
-whether an interrupt may be raised in its thread: only while RUNNING.
+whether an interrupt may be raised in its thread: only while RUNNING. Its
+``reply`` is set once, when the cell ends or when the kernel gives up on it
+(a stuck cell); ``done`` is set with it. Records outlive their executions for
+a while, so a client that started one without waiting can read its result.
 """
 
+import collections
 import threading
 import time
 from dataclasses import dataclass, field
@@ -12,27 +16,25 @@ from typing import Optional
 
 from .capture import Capture
 
-@dataclass
-class Outcome:
-    """What a cell produced: a namespace to commit, or an error."""
-
-    stored: Optional[dict] = None  # the fields of the State to store
-    error: Optional[dict] = None
-
-
-def _held_lock():
-    lock = threading.Lock()
-    lock.acquire()
-    return lock
-
-
 # Phases of an execution: an interrupt is raised only while it is RUNNING.
 STARTING, RUNNING, DONE = "starting", "running", "done"
+# What GET /executions/<id> says of it.
+STATUSES = ("running", "completed", "failed", "interrupted", "timed_out", "stuck")
+DEFAULT_KEEP_SECONDS = 3600.0  # how long a finished execution's record is kept
+DEFAULT_KEEP_COUNT = 1000      # and how many of them at most
+
+
+@dataclass
+class Outcome:
+    """What a cell produced: the changes to store, or an error."""
+
+    stored: Optional[dict] = None  # Working.commit()'s changes
+    error: Optional[dict] = None
 
 
 @dataclass
 class Execution:
-    """One /execute call; mutable fields are guarded by the kernel lock."""
+    """One execution; mutable fields are guarded by the kernel lock."""
 
     exec_id: str
     code: str
@@ -47,22 +49,89 @@ class Execution:
     thread_id: Optional[int] = None
     interrupt_requested: bool = False
     interrupt_sent: bool = False
-    interrupt_reason: Optional[str] = None  # "request", "timeout", "reset" or "shutdown"
+    interrupt_reason: Optional[str] = None  # request, timeout, reset, shutdown, disconnect
     interrupted_at: Optional[float] = None
-    stuck: bool = False
+    stuck: bool = False       # given up on: it has its reply, yet its thread runs on
+    ended: bool = False       # its thread is done with it
+    progress: Optional[str] = None  # the latest hint the cell gave (checkpoint progress=)
+    checkpoints: list = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     started_at: float = field(default_factory=time.time)
-    finished: threading.Lock = field(default_factory=_held_lock)  # released when reply is set
+    ended_at: Optional[float] = None  # time.monotonic() when it ended
+    done: threading.Event = field(default_factory=threading.Event)  # set with the reply
     reply: Optional[dict] = None
+    source: object = None     # the State it runs on
+    working: object = None    # its Working while the cell runs (checkpoints copy it out)
+    every_calls: int = 0      # calls of checkpoint_every so far
+
+    @property
+    def status(self):
+        if not self.done.is_set():
+            return "running"
+        if self.stuck and not self.ended:
+            return "stuck"
+        error = self.reply["error"]
+        if error is None:
+            return "completed"
+        if self.interrupt_reason == "timeout":
+            return "timed_out"
+        if self.interrupt_reason is not None:
+            return "interrupted"
+        return "failed"
 
     def summary(self):
+        """What GET /executions lists of it."""
         started = datetime.fromtimestamp(self.started_at, timezone.utc).isoformat()
-        return {"exec_id": self.exec_id, "state_name": self.state_name,
+        return {"exec_id": self.exec_id, "status": self.status, "state_name": self.state_name,
                 "new_state_name": self.new_state_name, "started": started,
                 "elapsed": round(time.monotonic() - self.started, 3),
                 "timeout": self.timeout, "interrupted": self.interrupt_reason is not None,
                 "interrupt_reason": self.interrupt_reason, "stuck": self.stuck,
-                "thread_id": self.thread_id}
+                "thread_id": self.thread_id, "progress": self.progress,
+                "checkpoints": list(self.checkpoints)}
+
+    def report(self):
+        """What GET /executions/<id> says: the summary, the output so far, and the
+        reply once there is one."""
+        report = self.summary()
+        report["output"] = self.capture.outputs() if self.reply is None else self.reply["output"]
+        report["reply"] = self.reply
+        return report
+
+
+class Executions:
+    """The running executions, and the finished ones still kept."""
+
+    def __init__(self, keep_seconds=DEFAULT_KEEP_SECONDS, keep_count=DEFAULT_KEEP_COUNT):
+        self.keep_seconds, self.keep_count = keep_seconds, keep_count
+        self.running = {}
+        self.finished = collections.OrderedDict()
+
+    def get(self, exec_id):
+        self.prune()
+        return self.running.get(exec_id) or self.finished.get(exec_id)
+
+    def add(self, run):
+        self.finished.pop(run.exec_id, None)  # a finished one's id may be used again
+        self.running[run.exec_id] = run
+
+    def end(self, run):
+        """``run``'s thread is done: keep its record among the finished ones."""
+        run.ended, run.ended_at = True, time.monotonic()
+        run.source = run.working = None  # a kept record must not keep states alive
+        if self.running.get(run.exec_id) is run:
+            del self.running[run.exec_id]
+            self.finished[run.exec_id] = run
+        self.prune()
+
+    def prune(self):
+        now = time.monotonic()
+        while self.finished:
+            oldest = next(iter(self.finished.values()))
+            if len(self.finished) <= self.keep_count and now - oldest.ended_at < self.keep_seconds:
+                break
+            self.finished.popitem(last=False)
+            oldest.capture.discard()
 
 
 def stuck_error(run, grace):
@@ -82,3 +151,35 @@ def kernel_error(ename, evalue, frames=()):
 
 def interrupted_error():
     return kernel_error("KeyboardInterrupt", "the cell was interrupted")
+
+
+def judged(run, outcome, generation):
+    """The outcome to report: resets, shutdowns and timeouts override what the cell did."""
+    if run.generation != generation:
+        message = "the kernel was reset while this cell ran; nothing was stored"
+        return Outcome(error=kernel_error("KernelReset", message))
+    if run.interrupt_reason == "shutdown":
+        message = "the server is shutting down; nothing was stored"
+        return Outcome(error=kernel_error("KernelShutdown", message))
+    if run.interrupt_reason == "timeout":
+        message = f"the cell ran past its {run.timeout:g} s timeout and was interrupted"
+        frames = outcome.error["traceback"][:-1] if outcome.error else []
+        return Outcome(error=kernel_error("TimeoutError", message, frames))
+    return outcome
+
+
+def reply_for(run, outcome, name):
+    """The reply of ``/execute``: outputs, the error if any, the state stored if any."""
+    output = run.capture.outputs()
+    if outcome.error is not None:
+        output.append({"output_type": "error", **outcome.error})
+    reply = {"output": output, "state_name": name, "error": outcome.error,
+             "exec_id": run.exec_id, "parent": run.state_name}
+    if run.checkpoints:
+        reply["checkpoints"] = list(run.checkpoints)
+    truncated = run.capture.truncated()
+    for stream, facts in truncated.items():  # where the rest is: GET it, page by page
+        facts["location"] = f"/executions/{run.exec_id}/output?stream={stream}"
+    if truncated:
+        reply["truncated"] = truncated
+    return reply

@@ -3,8 +3,13 @@
 No running code can reach a stored state: an execution runs on a private
 namespace filled with copies from its source state (see ``storage``), and if
 the cell succeeds its result is stored as a new state. The kernel lock guards
-only the tables (states, running executions, reserved names); copying and
-running happen outside it, which is safe because stored states never change.
+only the tables (states, executions, reserved names); copying and running
+happen outside it, which is safe because stored states never change.
+
+A cell runs on a cell thread, never on the caller's. ``start`` returns at once;
+``wait`` and ``execute`` wait for the reply. A supervisor thread, alive while
+executions run, interrupts cells at their deadline and gives up on those that
+do not stop (stuck), so nobody has to be waiting for timeouts to hold.
 
 Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 """
@@ -16,66 +21,23 @@ import threading
 import time
 import traceback
 
-from . import capture, cell, cow, display, interrupt, magics, plots
+from . import capture, cell, checkpoints, cow, display, interrupt, magics, plots
 from .copier import is_dunder, reading
-from .execution import (DONE, RUNNING, STARTING, Execution, Outcome, interrupted_error,
-                        kernel_error, stuck_error)
+from .errors import (Busy, ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
+                     KernelError, ProtectedState, StateExists, UnknownExecution,
+                     UnknownState, check_name, positive)  # (re-exported for main and tests)
+from .execution import (DONE, RUNNING, STARTING, Execution, Executions, Outcome,
+                        interrupted_error, judged, kernel_error, reply_for, stuck_error)
 from .storage import TOUCHED, Namespace, State, Working, fresh_namespace, sizes
 from .threads import CellThreads
 
 INITIAL = "initial"
-MAX_NAME_LENGTH = 128
 DEFAULT_TIMEOUT = 600.0      # seconds a cell may run unless the request says otherwise
 DEFAULT_GRACE = 2.0          # seconds an interrupted cell gets to stop before it is called stuck
 DEFAULT_OUTPUT_LIMIT = 20000  # characters kept per stream, and of the last expression's repr
 DEFAULT_REPR_LIMIT = 2000    # characters of each variable's repr in describe()
 DEFAULT_IMAGE_LIMIT = 1 << 20  # bytes of one image in an output; a larger one becomes a note
-POLL = 0.1                   # seconds between a waiting request's deadline checks
-
-
-class KernelError(Exception):
-    """A request the kernel refuses; the message says what to do instead."""
-
-
-class InvalidArgument(KernelError):
-    pass
-
-
-class InvalidName(InvalidArgument):
-    pass
-
-
-class UnknownState(KernelError):
-    pass
-
-
-class UnknownExecution(KernelError):
-    pass
-
-
-class StateExists(KernelError):
-    pass
-
-
-class ExecutionExists(KernelError):
-    pass
-
-
-class ProtectedState(KernelError):
-    pass
-
-
-def check_name(name, what="state name"):
-    """Raise InvalidName unless ``name`` can be used in a URL path and a log line."""
-    if not isinstance(name, str) or not name:
-        raise InvalidName(f"{what} must be a non-empty string")
-    if len(name) > MAX_NAME_LENGTH:
-        raise InvalidName(f"{what} is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}")
-    if name in (".", "..") or "/" in name or "\\" in name:
-        raise InvalidName(f"{what} {name!r} may not be '.', '..' or contain '/' or '\\'")
-    if not name.isprintable() or name != name.strip():
-        raise InvalidName(f"{what} {name!r} may not contain control characters "
-                          "or start or end with whitespace")
+POLL = 0.1                   # seconds between the supervisor's deadline checks
 
 
 class SnapshotKernel:
@@ -83,31 +45,30 @@ class SnapshotKernel:
 
     def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
                  repr_limit=DEFAULT_REPR_LIMIT, grace=DEFAULT_GRACE, copy_mode=TOUCHED,
-                 image_limit=DEFAULT_IMAGE_LIMIT, copy_on_write=cow.THRESHOLD):
+                 image_limit=DEFAULT_IMAGE_LIMIT, copy_on_write=cow.THRESHOLD,
+                 keep_results=None, full_output_limit=capture.DEFAULT_FULL_LIMIT):
         """``timeout`` and ``output_limit`` are defaults for executions (None: no
         limit). ``copy_mode`` says what an execution copies in before its cell runs
         (``storage.Working.open``); buffers of ``copy_on_write`` bytes or more are kept
-        copy-on-write where the machine allows (None: never). The tests run every mode."""
-        capture.install()
-        interrupt.install()
-        plots.install()
-        display.install()
-        self.timeout = timeout
-        self.output_limit = output_limit
-        self.image_limit = image_limit
+        copy-on-write where the machine allows (None: never). Finished executions'
+        records are kept ``keep_results`` seconds (``execution.Executions``)."""
+        for patch in (capture, interrupt, plots, display, checkpoints):
+            patch.install()
+        self.timeout, self.grace = timeout, grace
+        self.output_limit, self.image_limit = output_limit, image_limit
+        self.full_output_limit = full_output_limit
         self.repr_limit = repr_limit
-        self.grace = grace
         self.copy_mode = copy_mode
         self.buffers = None if copy_on_write is None else cow.Buffers.probe(copy_on_write)
         self._threads = CellThreads()
         self._lock = threading.Lock()
-        self._states = {}
-        self._running = {}
+        self._states = {INITIAL: State(INITIAL, fresh_namespace(), None, "")}
+        self._runs = Executions() if keep_results is None else Executions(keep_results)
         self._reserved = {}
         self._generation = 0
         self._closed = False
+        self._supervising = False
         self._auto_names = itertools.count(1)
-        self._states[INITIAL] = State(INITIAL, fresh_namespace(), None, "")
 
     # -- states -----------------------------------------------------------------
 
@@ -130,10 +91,12 @@ class SnapshotKernel:
                                "repr": cell.safe_repr(entry.value, self.repr_limit)}
                          for key, entry in entries.items()}
         shared = {key: entry.shared for key, entry in entries.items() if entry.shared}
-        return {"name": state.name, "timestamp": state.timestamp, "parent": state.parent,
-                "code": state.code, "variables": variables, "shared": shared,
-                "approx_bytes": state.new_bytes,
-                "shared_bytes": state.total_bytes - state.new_bytes}
+        described = {"name": state.name, "timestamp": state.timestamp, "parent": state.parent,
+                     "code": state.code, "variables": variables, "shared": shared,
+                     "approx_bytes": state.new_bytes,
+                     "shared_bytes": state.total_bytes - state.new_bytes}
+        described.update(state.meta)
+        return described
 
     def delete(self, name):
         """Drop a state. Its children keep what they use of it; the rest is freed."""
@@ -162,7 +125,7 @@ class SnapshotKernel:
             self._generation += 1
             self._states = {INITIAL: initial}
             self._reserved.clear()
-            for run in self._running.values():
+            for run in self._runs.running.values():
                 self._interrupt_locked(run, "reset")
             return list(self._states)
 
@@ -179,54 +142,74 @@ class SnapshotKernel:
                 timeout=None, max_output=None):
         """Run ``code`` on a copy of ``state_name``; store the result if it succeeds.
 
-        Blocks until the cell finishes, or until ``timeout`` (default: the
-        kernel's) plus the grace period if the cell does not stop when
-        interrupted; such a cell is left running, marked stuck, and stores
-        nothing. Returns the reply dict of the HTTP API.
+        Blocks until the reply: when the cell ends, or, if it does not stop when
+        interrupted (at its timeout, default the kernel's), after the grace
+        period; such a cell is left running, marked stuck, and stores nothing.
+        Returns the reply dict of the HTTP API.
         """
+        run = self.start(code, state_name, exec_id, new_state_name, timeout, max_output)
+        run.done.wait()
+        return run.reply
+
+    def start(self, code, state_name, exec_id=None, new_state_name=None,
+              timeout=None, max_output=None):
+        """Start running ``code`` on a copy of ``state_name``; return its Execution."""
         capture.install()  # again: a host such as pytest may have swapped sys.stdout since
         exec_id = exec_id if exec_id is not None else secrets.token_hex(16)
         check_name(exec_id, "exec_id")
         if new_state_name is not None:
             check_name(new_state_name, "new_state_name")
-        limits = (_positive("timeout", timeout, self.timeout),
-                  _positive("max_output", max_output, self.output_limit, whole=True))
-        run, source = self._begin(code, state_name, exec_id, new_state_name, *limits)
-        self._threads.submit(lambda: self._run(run, source), f"snapshot-kernel cell {exec_id}")
-        return self._await(run)
+        limits = (positive("timeout", timeout, self.timeout),
+                  positive("max_output", max_output, self.output_limit, whole=True))
+        run = self._begin(code, state_name, exec_id, new_state_name, *limits)
+        self._threads.submit(lambda: self._run(run), f"snapshot-kernel cell {exec_id}")
+        return run
 
-    def _await(self, run):
-        """Wait for ``run``; interrupt it at its deadline; give up on it after the grace."""
-        while not run.finished.acquire(timeout=POLL):
-            with self._lock:
-                now = time.monotonic()
-                if run.timeout is not None and now - run.started >= run.timeout:
-                    self._interrupt_locked(run, "timeout")
-                if self._closed:
-                    return self._abandon_locked(run, kernel_error(
-                        "KernelShutdown", "the server is shutting down; nothing was stored"))
-                if run.interrupted_at is not None and now - run.interrupted_at >= self.grace:
-                    return self._abandon_locked(run, stuck_error(run, self.grace))
-        return run.reply
+    def wait(self, exec_id, timeout=None):
+        """The reply of execution ``exec_id`` once it has one, or None after ``timeout``."""
+        run = self._run_record(exec_id)
+        return run.reply if run.done.wait(timeout) else None
 
-    def _abandon_locked(self, run, error):
-        """Reply now for a cell that has not stopped; it stays listed, stuck, storing nothing."""
-        run.stuck = True
-        if self._reserved.get(run.new_state_name) is run:
-            del self._reserved[run.new_state_name]
-        return self._reply(run, Outcome(error=error), None)
+    def execution(self, exec_id, wait=None):
+        """What is known of execution ``exec_id`` (see ``Execution.report``), after
+        waiting up to ``wait`` seconds for its reply."""
+        run = self._run_record(exec_id)
+        if wait:
+            run.done.wait(wait)
+        with self._lock:
+            return run.report()
+
+    def output(self, exec_id, stream, offset, limit):
+        """A page of the full text of one of the execution's streams."""
+        run = self._run_record(exec_id)
+        text, total = run.capture.read(stream, offset, limit)
+        return {"exec_id": exec_id, "stream": stream, "offset": offset, "text": text,
+                "next_offset": offset + len(text), "total": total,
+                "complete": run.ended or run.stuck,
+                "capped": run.capture.truncated().get(stream, {}).get("capped", False)}
+
+    def executions(self):
+        """Summaries of the executions that have not finished, stuck ones included."""
+        with self._lock:
+            return [run.summary() for run in self._runs.running.values()]
 
     def close(self):
         """Interrupt every execution and make waiting requests answer at once."""
         with self._lock:
             self._closed = True
-            for run in self._running.values():
+            for run in self._runs.running.values():
                 self._interrupt_locked(run, "shutdown")
+                if not run.done.is_set():
+                    self._abandon_locked(run, kernel_error(
+                        "KernelShutdown", "the server is shutting down; nothing was stored"))
 
-    def executions(self):
-        """Summaries of the executions that have not finished, stuck ones included."""
+    def _run_record(self, exec_id):
         with self._lock:
-            return [run.summary() for run in self._running.values()]
+            run = self._runs.get(exec_id)
+        if run is None:
+            raise UnknownExecution(f"no execution {exec_id!r}; GET /executions lists the "
+                                   "running ones, and finished ones are kept for a while")
+        return run
 
     def _begin(self, code, state_name, exec_id, new_state_name, timeout, output_limit):
         with self._lock:
@@ -236,21 +219,29 @@ class SnapshotKernel:
             if new_state_name in self._states or new_state_name in self._reserved:
                 raise StateExists(f"state {new_state_name!r} already exists; states are "
                                   "immutable, so pick another new_state_name")
-            if exec_id in self._running:
+            if exec_id in self._runs.running:
                 raise ExecutionExists(f"execution {exec_id!r} is already running")
             run = Execution(exec_id, code, state_name, new_state_name, self._generation,
-                            capture.Capture(output_limit, self.image_limit),
-                            cell.cell_filename(), timeout, output_limit)
-            self._running[exec_id] = run
+                            capture.Capture(output_limit, self.image_limit,
+                                            self.full_output_limit),
+                            cell.cell_filename(), timeout, output_limit, source=source)
+            self._runs.add(run)
             if new_state_name is not None:
                 self._reserved[new_state_name] = run
-        return run, source
+            if not self._supervising:
+                self._supervising = True
+                threading.Thread(target=self._supervise, daemon=True,
+                                 name="snapshot-kernel supervisor").start()
+        return run
 
-    def _run(self, run, source):
+    # -- the cell thread ------------------------------------------------------------
+
+    def _run(self, run):
         """Thread body. An interrupt can arrive only between _arm and _disarm. The
-        request waits for ``_finish``, so it runs whatever happened before it."""
+        reply comes from ``_finish``, so it runs whatever happened before it."""
+        checkpoints.attach(run.capture, lambda call, **args: self._checkpoint(run, call, **args))
         try:
-            outcome = self._attempt(run, source)
+            outcome = self._attempt(run)
         except KeyboardInterrupt:  # our interrupt, landed in kernel code just around the cell
             self._disarm(run)      # each run is sent one at most, so none can be pending now
             outcome = Outcome(error=interrupted_error())
@@ -259,29 +250,32 @@ class SnapshotKernel:
             outcome = Outcome(error=kernel_error(
                 "InternalError", f"the kernel failed around this cell ({type(exc).__name__}); "
                 "nothing was stored; the server log has the traceback"))
-        self._finish(run, outcome, source)
+        checkpoints.detach(run.capture)
+        self._finish(run, outcome)
 
-    def _attempt(self, run, source):
+    def _attempt(self, run):
         with capture.capturing(run.capture), interrupt.interruptible():
             self._arm(run)
             try:
-                return self._run_cell(run, source)
+                return self._run_cell(run)
             finally:
                 self._disarm(run)
 
-    def _run_cell(self, run, source):
-        outcome, exc = cell.call_user(self._copy_run_copy, run, source)
+    def _run_cell(self, run):
+        outcome, exc = cell.call_user(self._copy_run_copy, run)
         _, failed = cell.call_user(plots.flush, run.capture)  # figures show even if it raised
+        run.working = None
         exc = exc if exc is not None else failed
         if exc is not None:
             return Outcome(error=cell.error_dict(exc))
         return outcome
 
-    def _copy_run_copy(self, run, source):
+    def _copy_run_copy(self, run):
         body, last, notebook = cell.compile_cell(run.code, run.filename)
-        working = Working(source, self.copy_mode, self.buffers,
+        working = Working(run.source, self.copy_mode, self.buffers,
                           provided=magics.CELL_BUILTINS if notebook else None)
         working.open(body, last)
+        run.working = working  # for checkpoints
         value = cell.run_code(body, last, working.namespace)
         if value is not None:
             data, metadata = display.bundle(value, run.output_limit, self.image_limit)
@@ -306,39 +300,27 @@ class SnapshotKernel:
             if run.interrupt_sent:
                 interrupt.clear_pending(run.thread_id)
 
-    def _finish(self, run, outcome, source):
+    def _finish(self, run, outcome):
         with self._lock:
-            self._running.pop(run.exec_id, None)
             if self._reserved.get(run.new_state_name) is run:
                 del self._reserved[run.new_state_name]
-            outcome = self._judge(run, outcome)
+            outcome = judged(run, outcome, self._generation)
             name = None
             if outcome.error is None and not run.stuck:
                 name = run.new_state_name or self._auto_name()
-                self._states[name] = self._child(name, run, source, outcome.stored)
-        run.reply = self._reply(run, outcome, name)
-        run.finished.release()
+                self._states[name] = self._child(name, run, outcome.stored)
+            if not run.done.is_set():
+                run.reply = reply_for(run, outcome, name)
+                run.done.set()
+            self._runs.end(run)
 
     @staticmethod
-    def _child(name, run, parent, changes):
-        """The state that ``changes`` (from ``Working.commit``) make of ``parent``."""
+    def _child(name, run, changes, **meta):
+        """The state that ``changes`` (from ``Working.commit``) make of the run's source."""
+        parent = run.source
         names = Namespace(parent.names, changes) if changes else parent.names
         new_bytes, total_bytes = sizes(parent, changes)
-        return State(name, names, run.state_name, run.code, new_bytes, total_bytes)
-
-    def _judge(self, run, outcome):
-        """The outcome to report: resets and timeouts override what the cell did."""
-        if run.generation != self._generation:
-            message = "the kernel was reset while this cell ran; nothing was stored"
-            return Outcome(error=kernel_error("KernelReset", message))
-        if run.interrupt_reason == "shutdown":
-            message = "the server is shutting down; nothing was stored"
-            return Outcome(error=kernel_error("KernelShutdown", message))
-        if run.interrupt_reason == "timeout":
-            message = f"the cell ran past its {run.timeout:g} s timeout and was interrupted"
-            frames = outcome.error["traceback"][:-1] if outcome.error else []
-            return Outcome(error=kernel_error("TimeoutError", message, frames))
-        return outcome
+        return State(name, names, run.state_name, run.code, new_bytes, total_bytes, meta=meta)
 
     def _auto_name(self):
         while True:
@@ -346,23 +328,44 @@ class SnapshotKernel:
             if name not in self._states and name not in self._reserved:
                 return name
 
-    def _reply(self, run, outcome, name):
-        output = run.capture.outputs()
-        if outcome.error is not None:
-            output.append({"output_type": "error", **outcome.error})
-        return {"output": output, "state_name": name, "error": outcome.error,
-                "exec_id": run.exec_id, "parent": run.state_name}
+    # -- checkpoints, from the cell thread ------------------------------------------------
 
-    # -- interrupts -----------------------------------------------------------------
+    def _checkpoint(self, run, call, progress=None, name=None, n=None):
+        """What ``checkpoints.checkpoint``/``checkpoint_every``/``progress`` ask of ``run``."""
+        if progress is not None:
+            run.progress = str(progress)
+        if call == "progress":
+            return None
+        if call == "every":
+            run.every_calls += 1
+            if run.every_calls % n:
+                return None
+        if run.working is None:
+            raise RuntimeError("checkpoint() can only store a cell's globals while it runs")
+        changes = run.working.commit()  # before taking the lock: copying runs user code
+        with self._lock:
+            if run.generation != self._generation:
+                raise RuntimeError("the kernel was reset; checkpoints are not stored")
+            name = name or f"{run.new_state_name or run.exec_id}@{len(run.checkpoints) + 1}"
+            check_name(name, "checkpoint name")
+            if name in self._states or name in self._reserved:
+                raise StateExists(f"state {name!r} already exists; name the checkpoint otherwise")
+            state = self._child(name, run, changes, checkpoint=True, progress=run.progress)
+            self._states[name] = state
+            run.checkpoints.append({"state_name": name, "progress": run.progress,
+                                    "timestamp": state.timestamp})
+        return name
 
-    def interrupt(self, exec_id):
+    # -- interrupts and deadlines ---------------------------------------------------------
+
+    def interrupt(self, exec_id, reason="request"):
         """Raise KeyboardInterrupt in a running execution's cell."""
         with self._lock:
-            run = self._running.get(exec_id)
+            run = self._runs.running.get(exec_id)
             if run is None or run.phase == DONE:
                 raise UnknownExecution(f"no running execution {exec_id!r}; it may have "
                                        "finished already")
-            self._interrupt_locked(run, "request")
+            self._interrupt_locked(run, reason)
 
     def _interrupt_locked(self, run, reason):
         """Interrupt ``run`` once; later calls change nothing.
@@ -379,13 +382,30 @@ class SnapshotKernel:
         elif run.phase == RUNNING:
             run.interrupt_sent = interrupt.raise_in_thread(run.thread_id)
 
+    def _supervise(self):
+        """Interrupt cells at their deadline; give up on those that do not stop in time.
+        Ends when nothing runs; ``_begin`` starts it again."""
+        while True:
+            time.sleep(POLL)
+            with self._lock:
+                if not self._runs.running:
+                    self._supervising = False
+                    return
+                now = time.monotonic()
+                for run in list(self._runs.running.values()):
+                    self._check_locked(run, now)
 
-def _positive(name, value, default, whole=False):
-    """``value`` if it is a positive number (a whole one if ``whole``), else ``default``."""
-    if value is None:
-        return default
-    kinds = (int,) if whole else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 < value < 10 ** 9:
-        kind = "whole number" if whole else "number of seconds"
-        raise InvalidArgument(f"{name} must be a positive {kind}, got {value!r}")
-    return value
+    def _check_locked(self, run, now):
+        if run.timeout is not None and now - run.started >= run.timeout:
+            self._interrupt_locked(run, "timeout")
+        if (not run.done.is_set() and run.interrupted_at is not None
+                and now - run.interrupted_at >= self.grace):
+            self._abandon_locked(run, stuck_error(run, self.grace))
+
+    def _abandon_locked(self, run, error):
+        """Reply now for a cell that has not stopped; it stays listed, stuck, storing nothing."""
+        run.stuck = True
+        if self._reserved.get(run.new_state_name) is run:
+            del self._reserved[run.new_state_name]
+        run.reply = reply_for(run, Outcome(error=error), None)
+        run.done.set()

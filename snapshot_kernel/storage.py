@@ -133,6 +133,7 @@ class State:
     code: str
     new_bytes: int = 0    # bytes of the objects it holds that its parent does not
     total_bytes: int = 0  # bytes of all the objects it holds
+    meta: dict = field(default_factory=dict)  # {"checkpoint": True, "progress": ...} if one
     created: float = field(default_factory=time.time)  # seconds since the epoch
 
     @property

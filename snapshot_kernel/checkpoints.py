@@ -1,0 +1,63 @@
+"""Checkpoints inside a cell: ``checkpoint()`` stores the cell's globals as a state now.
+
+    from snapshot_kernel import checkpoint, checkpoint_every   # also builtins in cells
+    for i, path in enumerate(paths):
+        results.append(work(path))
+        checkpoint_every(20, progress=f"{i + 1}/{len(paths)} files")
+
+Each checkpoint is a state, child of the cell's source state, named
+``<new_state_name or exec_id>@<n>`` unless a name is given, with the progress
+hint in its metadata. The cell goes on; whatever happens to it next, the
+checkpoints stay, so a long job can resume from the last one. ``progress()``
+only reports a hint (``GET /executions`` shows the latest).
+"""
+
+import builtins
+import threading
+
+from . import capture
+
+_hooks = {}  # Capture -> function(call, **arguments) of the kernel running that cell
+_lock = threading.Lock()
+
+
+def attach(run_capture, hook):
+    """Route the calls below from the execution writing to ``run_capture`` to ``hook``."""
+    with _lock:
+        _hooks[run_capture] = hook
+
+
+def detach(run_capture):
+    with _lock:
+        _hooks.pop(run_capture, None)
+
+
+def _hook(what):
+    current = capture.current_capture()
+    hook = _hooks.get(current) if current is not None else None
+    if hook is None:
+        raise RuntimeError(f"{what}() works only in a snapshot-kernel cell, while it runs")
+    return hook
+
+
+def checkpoint(progress=None, name=None):
+    """Store the cell's globals as a state now; return its name."""
+    return _hook("checkpoint")("checkpoint", progress=progress, name=name)
+
+
+def checkpoint_every(n, progress=None, name=None):
+    """``checkpoint(...)`` on every ``n``-th call in this cell; the name, or None."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"checkpoint_every takes a positive whole number, not {n!r}")
+    return _hook("checkpoint_every")("every", n=n, progress=progress, name=name)
+
+
+def progress(hint):
+    """Report how far the cell is (``GET /executions`` shows the latest hint)."""
+    _hook("progress")("progress", progress=hint)
+
+
+def install():
+    """Make ``checkpoint`` and ``checkpoint_every`` builtins; a state's own names shadow them."""
+    builtins.checkpoint = checkpoint
+    builtins.checkpoint_every = checkpoint_every

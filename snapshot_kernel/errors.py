@@ -1,0 +1,66 @@
+"""What the kernel refuses, and how: ``KernelError`` and the checks on arguments.
+
+``main.py`` maps each subclass to an HTTP status (``KERNEL_ERROR_STATUS``).
+"""
+
+MAX_NAME_LENGTH = 128
+
+
+class KernelError(Exception):
+    """A request the kernel refuses; the message says what to do instead."""
+
+
+class InvalidArgument(KernelError):
+    pass
+
+
+class InvalidName(InvalidArgument):
+    pass
+
+
+class UnknownState(KernelError):
+    pass
+
+
+class UnknownExecution(KernelError):
+    pass
+
+
+class StateExists(KernelError):
+    pass
+
+
+class ExecutionExists(KernelError):
+    pass
+
+
+class ProtectedState(KernelError):
+    pass
+
+
+class Busy(KernelError):
+    """Too many executions are running to start another one now."""
+
+
+def check_name(name, what="state name"):
+    """Raise InvalidName unless ``name`` can be used in a URL path and a log line."""
+    if not isinstance(name, str) or not name:
+        raise InvalidName(f"{what} must be a non-empty string")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidName(f"{what} is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}")
+    if name in (".", "..") or "/" in name or "\\" in name:
+        raise InvalidName(f"{what} {name!r} may not be '.', '..' or contain '/' or '\\'")
+    if not name.isprintable() or name != name.strip():
+        raise InvalidName(f"{what} {name!r} may not contain control characters "
+                          "or start or end with whitespace")
+
+
+def positive(name, value, default, whole=False):
+    """``value`` if it is a positive number (a whole one if ``whole``), else ``default``."""
+    if value is None:
+        return default
+    kinds = (int,) if whole else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 < value < 10 ** 9:
+        kind = "whole number" if whole else "number of seconds"
+        raise InvalidArgument(f"{name} must be a positive {kind}, got {value!r}")
+    return value
