@@ -31,6 +31,7 @@ import fcntl
 import mmap
 import os
 import threading
+import uuid
 import weakref
 
 PAGE = mmap.PAGESIZE
@@ -48,35 +49,52 @@ _freeze_lock = threading.Lock()
 
 
 class Blob:
-    """Immutable bytes: a sealed memfd that stays open while a mapping of it lives."""
+    """Immutable bytes that stay open while a mapping of them lives: a sealed memfd, or a
+    read-only file in a state directory (``path``), written once under a temporary name."""
 
-    def __init__(self, fd, size):
-        self.fd, self.size = fd, size
+    def __init__(self, fd, size, path=None):
+        self.fd, self.size, self.path = fd, size, path
         weakref.finalize(self, os.close, fd)
 
     @classmethod
-    def write(cls, contents):
-        """A new blob holding the bytes of the contiguous buffer ``contents``."""
+    def write(cls, contents, directory=None):
+        """A new blob holding the bytes of the contiguous buffer ``contents``: a memfd,
+        or a file in ``directory`` if one is given."""
         data = memoryview(contents).cast("B")
-        fd = os.memfd_create("snapshot-kernel", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        path = None
+        if directory is None:
+            fd = os.memfd_create("snapshot-kernel", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        else:
+            path = os.path.join(directory, f"{uuid.uuid4().hex}.bin")
+            fd = os.open(path + ".tmp", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
         written = False
         try:
             os.ftruncate(fd, len(data))
             done = 0
-            while done < len(data):  # pwrite into a memfd beats copying into a mapping of it
+            while done < len(data):  # pwrite beats copying into a mapping of it
                 done += os.pwrite(fd, data[done:], done)
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+            if path is None:
+                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+            else:  # complete before it has its name: a crash leaves only a .tmp to sweep
+                os.replace(path + ".tmp", path)
             written = True
         finally:
             data.release()
             if not written:  # failed, or interrupted: the fd would leak
                 os.close(fd)
-        return cls(fd, len(contents))
+        return cls(fd, len(contents), path)
+
+    @classmethod
+    def open(cls, path):
+        """The blob a state directory holds in ``path``."""
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return cls(fd, os.fstat(fd).st_size, path)
 
     def map(self, overlay=(), copy_from=None, stored=False):
         """A private mapping of the blob, with ``overlay`` pages copied from ``copy_from``.
         A running mapping keeps that as its ``source``, the stored mapping it came from."""
-        mapping = Mapping(self.fd, self.size, mmap.MAP_PRIVATE)
+        mapping = Mapping(self.fd, self.size, mmap.MAP_PRIVATE,
+                          mmap.PROT_READ | mmap.PROT_WRITE)  # private: writes stay ours
         mapping.blob, mapping.stored = self, stored
         mapping.source = None if stored else copy_from
         mapping.overlay = frozenset(overlay)
@@ -141,13 +159,14 @@ def anonymous(size, fill):
     return mapping
 
 
-def freeze(stored):
-    """Give an anonymous stored mapping a blob: its bytes go to a memfd that is then
-    mapped over it in place. The contents do not change, so readers never notice."""
+def freeze(stored, directory=None):
+    """Give an anonymous stored mapping a blob: its bytes go to a memfd (or a file in
+    ``directory``) that is then mapped over it in place. The contents do not change,
+    so readers never notice."""
     with _freeze_lock:
         if stored.blob is not None:
             return
-        blob = Blob.write(stored)
+        blob = Blob.write(stored, directory)
         address = _libc.mmap(stored.address, blob.size, mmap.PROT_READ | mmap.PROT_WRITE,
                              mmap.MAP_PRIVATE | _MAP_FIXED, blob.fd, 0)
         if address != stored.address:
@@ -202,11 +221,16 @@ class Buffers:
     """Stores buffers of ``threshold`` bytes or more copy-on-write. ``probe()`` says
     whether this machine can."""
 
-    def __init__(self, threshold=THRESHOLD):
+    def __init__(self, threshold=THRESHOLD, directory=None):
         self.threshold = threshold
+        self.directory = directory  # where blobs go: a state directory, or memfds if None
+
+    def freeze(self, stored):
+        """See ``freeze``; blobs go where this Buffers keeps them."""
+        freeze(stored, self.directory)
 
     @staticmethod
-    def probe(threshold=THRESHOLD):
+    def probe(threshold=THRESHOLD, directory=None):
         """A Buffers if every mechanism above works here, else None."""
         try:
             stored = anonymous(2 * PAGE, lambda mapping: mapping.write(b"x" * (2 * PAGE)))
@@ -219,7 +243,7 @@ class Buffers:
             stored.close()
         except (OSError, AttributeError, ValueError, ImportError):
             return None
-        return Buffers(threshold) if works else None
+        return Buffers(threshold, directory) if works else None
 
     def map_in(self, stored):
         """A window on a running mapping with the contents of the ``stored`` one.
@@ -231,7 +255,7 @@ class Buffers:
         page faults, as in a fork. (A fresh mapping faults once per 4 KiB page read.)
         """
         if stored.blob is None:
-            freeze(stored)
+            self.freeze(stored)
         running = stored.take_spare() or stored.blob.map(stored.overlay, stored)
         window = (ctypes.c_char * len(running)).from_buffer(running)
         window.mapping = running

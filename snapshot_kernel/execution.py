@@ -115,6 +115,23 @@ class Executions:
         self.finished.pop(run.exec_id, None)  # a finished one's id may be used again
         self.running[run.exec_id] = run
 
+    def restored(self, summary):
+        """Keep the record of an execution that a restart ended (its summary as saved)."""
+        run = Execution(summary["exec_id"], "", summary["state_name"],
+                        summary["new_state_name"], -1, Capture(), "", summary["timeout"], None,
+                        interrupt_reason="restart", checkpoints=summary["checkpoints"],
+                        progress=summary["progress"])
+        last = run.checkpoints[-1]["state_name"] if run.checkpoints else None
+        error = kernel_error("KernelRestart", "the server stopped while this cell ran; nothing "
+                             "but its checkpoints was stored" + (f"; the last is {last!r}"
+                                                                 if last else ""))
+        run.reply = {"output": [{"output_type": "error", **error}], "state_name": None,
+                     "error": error, "exec_id": run.exec_id, "parent": run.state_name,
+                     "checkpoints": run.checkpoints}
+        run.done.set()
+        self.finished[run.exec_id] = run
+        self.end(run)
+
     def end(self, run):
         """``run``'s thread is done: keep its record among the finished ones."""
         run.ended, run.ended_at = True, time.monotonic()
@@ -168,8 +185,9 @@ def judged(run, outcome, generation):
     return outcome
 
 
-def reply_for(run, outcome, name):
-    """The reply of ``/execute``: outputs, the error if any, the state stored if any."""
+def reply_for(run, outcome, name, lost=None):
+    """The reply of ``/execute``: outputs, the error if any, the state stored if any,
+    and the names of it that could not be saved to disk (``lost``), if any."""
     output = run.capture.outputs()
     if outcome.error is not None:
         output.append({"output_type": "error", **outcome.error})
@@ -177,6 +195,8 @@ def reply_for(run, outcome, name):
              "exec_id": run.exec_id, "parent": run.state_name}
     if run.checkpoints:
         reply["checkpoints"] = list(run.checkpoints)
+    if lost:
+        reply["lost"] = dict(lost)
     truncated = run.capture.truncated()
     for stream, facts in truncated.items():  # where the rest is: GET it, page by page
         facts["location"] = f"/executions/{run.exec_id}/output?stream={stream}"

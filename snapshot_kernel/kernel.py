@@ -28,7 +28,8 @@ from .errors import (Busy, ExecutionExists, InvalidArgument, InvalidName,  # noq
                      UnknownState, check_name, positive)  # (re-exported for main and tests)
 from .execution import (DONE, RUNNING, STARTING, Execution, Executions, Outcome,
                         interrupted_error, judged, kernel_error, reply_for, stuck_error)
-from .storage import TOUCHED, Namespace, State, Working, fresh_namespace, sizes
+from .storage import GONE, TOUCHED, Namespace, State, Working, fresh_namespace, sizes
+from .store import Store, StoreError
 from .threads import CellThreads
 
 INITIAL = "initial"
@@ -46,12 +47,16 @@ class SnapshotKernel:
     def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
                  repr_limit=DEFAULT_REPR_LIMIT, grace=DEFAULT_GRACE, copy_mode=TOUCHED,
                  image_limit=DEFAULT_IMAGE_LIMIT, copy_on_write=cow.THRESHOLD,
-                 keep_results=None, full_output_limit=capture.DEFAULT_FULL_LIMIT):
+                 keep_results=None, full_output_limit=capture.DEFAULT_FULL_LIMIT,
+                 state_dir=None, max_memory=None):
         """``timeout`` and ``output_limit`` are defaults for executions (None: no
         limit). ``copy_mode`` says what an execution copies in before its cell runs
         (``storage.Working.open``); buffers of ``copy_on_write`` bytes or more are kept
         copy-on-write where the machine allows (None: never). Finished executions'
-        records are kept ``keep_results`` seconds (``execution.Executions``)."""
+        records are kept ``keep_results`` seconds (``execution.Executions``). With a
+        ``state_dir``, every state is saved there before it is announced, and the states
+        found there are loaded (``store``); ``max_memory`` then bounds the bytes of
+        stored objects kept in memory."""
         for patch in (capture, interrupt, plots, display, checkpoints):
             patch.install()
         self.timeout, self.grace = timeout, grace
@@ -59,7 +64,10 @@ class SnapshotKernel:
         self.full_output_limit = full_output_limit
         self.repr_limit = repr_limit
         self.copy_mode = copy_mode
-        self.buffers = None if copy_on_write is None else cow.Buffers.probe(copy_on_write)
+        self._store = None if state_dir is None else Store(state_dir, None, max_memory)
+        blob_dir = None if self._store is None else self._store.blob_dir
+        self.buffers = (None if copy_on_write is None
+                        else cow.Buffers.probe(copy_on_write, blob_dir))
         self._threads = CellThreads()
         self._lock = threading.Lock()
         self._states = {INITIAL: State(INITIAL, fresh_namespace(), None, "")}
@@ -69,6 +77,19 @@ class SnapshotKernel:
         self._closed = False
         self._supervising = False
         self._auto_names = itertools.count(1)
+        if self._store is not None:
+            self._open_store()
+
+    def _open_store(self):
+        """Take the states the state directory holds, or give it ``initial``."""
+        self._store.buffers = self.buffers
+        loaded = self._store.load()
+        if loaded is None:
+            self._store.save(self._states[INITIAL])
+            return
+        self._states, ended = loaded
+        for summary in ended:
+            self._runs.restored(summary)
 
     # -- states -----------------------------------------------------------------
 
@@ -91,8 +112,12 @@ class SnapshotKernel:
                                "repr": cell.safe_repr(entry.value, self.repr_limit)}
                          for key, entry in entries.items()}
         shared = {key: entry.shared for key, entry in entries.items() if entry.shared}
+        lost = {key: entry.lost for key, entry in entries.items() if entry.lost}
+        for key in lost:
+            if variables[key]["repr"] == repr(GONE):
+                del variables[key]  # not in the state since the restart
         described = {"name": state.name, "timestamp": state.timestamp, "parent": state.parent,
-                     "code": state.code, "variables": variables, "shared": shared,
+                     "code": state.code, "variables": variables, "shared": shared, "lost": lost,
                      "approx_bytes": state.new_bytes,
                      "shared_bytes": state.total_bytes - state.new_bytes}
         described.update(state.meta)
@@ -113,6 +138,8 @@ class SnapshotKernel:
             over = [other.names for other in self._states.values() if other.names.base is layer]
         for names in over:
             names.absorb_base()
+        if self._store is not None:
+            self._store.delete(name, layer, over)
 
     def reset(self):
         """Drop every state but a fresh ``initial``; interrupt running executions.
@@ -127,7 +154,9 @@ class SnapshotKernel:
             self._reserved.clear()
             for run in self._runs.running.values():
                 self._interrupt_locked(run, "reset")
-            return list(self._states)
+        if self._store is not None:
+            self._store.reset(initial)
+        return [INITIAL]
 
     def _get(self, name):
         with self._lock:
@@ -162,6 +191,8 @@ class SnapshotKernel:
         limits = (positive("timeout", timeout, self.timeout),
                   positive("max_output", max_output, self.output_limit, whole=True))
         run = self._begin(code, state_name, exec_id, new_state_name, *limits)
+        if self._store is not None:  # so a restart can say it ended there
+            self._store.running(exec_id, run.summary())
         self._threads.submit(lambda: self._run(run), f"snapshot-kernel cell {exec_id}")
         return run
 
@@ -264,10 +295,11 @@ class SnapshotKernel:
     def _run_cell(self, run):
         outcome, exc = cell.call_user(self._copy_run_copy, run)
         _, failed = cell.call_user(plots.flush, run.capture)  # figures show even if it raised
+        gone = run.working.gone if run.working is not None else {}
         run.working = None
         exc = exc if exc is not None else failed
         if exc is not None:
-            return Outcome(error=cell.error_dict(exc))
+            return Outcome(error=_explain_gone(cell.error_dict(exc), gone))
         return outcome
 
     def _copy_run_copy(self, run):
@@ -301,18 +333,43 @@ class SnapshotKernel:
                 interrupt.clear_pending(run.thread_id)
 
     def _finish(self, run, outcome):
+        """Store the new state if the cell succeeded (saved first, with a state
+        directory), then give the reply. Runs on the cell thread, after ``_disarm``."""
+        state = None
+        with self._lock:
+            outcome = judged(run, outcome, self._generation)
+            if outcome.error is None and not run.stuck:
+                name = run.new_state_name or self._auto_name()
+                self._reserved[name] = run
+                state = self._child(name, run, outcome.stored)
+        lost = {}
+        if state is not None and self._store is not None:
+            lost, failure = self._save(state)
+            if failure is not None:
+                state, outcome = None, Outcome(error=failure)
         with self._lock:
             if self._reserved.get(run.new_state_name) is run:
                 del self._reserved[run.new_state_name]
-            outcome = judged(run, outcome, self._generation)
-            name = None
-            if outcome.error is None and not run.stuck:
-                name = run.new_state_name or self._auto_name()
-                self._states[name] = self._child(name, run, outcome.stored)
+            if state is not None:
+                self._reserved.pop(state.name, None)
+                if run.generation == self._generation:
+                    self._states[state.name] = state
+                else:
+                    state, outcome = None, judged(run, outcome, self._generation)
             if not run.done.is_set():
-                run.reply = reply_for(run, outcome, name)
+                run.reply = reply_for(run, outcome, state and state.name, lost)
                 run.done.set()
             self._runs.end(run)
+        if self._store is not None:
+            self._store.ended(run.exec_id)
+
+    def _save(self, state):
+        """``(lost, None)`` once ``state`` is in the state directory, or ``(None, error)``."""
+        try:
+            return self._store.save(state), None
+        except (OSError, StoreError) as exc:
+            return None, kernel_error("StoreError", f"the new state could not be saved to the "
+                                      f"state directory ({exc}); nothing was stored")
 
     @staticmethod
     def _child(name, run, changes, **meta):
@@ -351,9 +408,19 @@ class SnapshotKernel:
             if name in self._states or name in self._reserved:
                 raise StateExists(f"state {name!r} already exists; name the checkpoint otherwise")
             state = self._child(name, run, changes, checkpoint=True, progress=run.progress)
+            self._reserved[name] = run
+        try:
+            if self._store is not None:
+                self._store.save(state)
+        finally:
+            with self._lock:
+                del self._reserved[name]
+        with self._lock:
             self._states[name] = state
             run.checkpoints.append({"state_name": name, "progress": run.progress,
                                     "timestamp": state.timestamp})
+        if self._store is not None:
+            self._store.running(run.exec_id, run.summary())
         return name
 
     # -- interrupts and deadlines ---------------------------------------------------------
@@ -409,3 +476,17 @@ class SnapshotKernel:
             del self._reserved[run.new_state_name]
         run.reply = reply_for(run, Outcome(error=error), None)
         run.done.set()
+
+
+def _explain_gone(error, gone):
+    """A NameError for a name the state lost at a restart says so, and why."""
+    if error["ename"] != "NameError":
+        return error
+    for name, reason in gone.items():
+        if f"'{name}'" in error["evalue"]:
+            note = (f"; {name!r} was in this state but could not be saved, so the restart "
+                    f"lost it ({reason})")
+            error = dict(error, evalue=error["evalue"] + note)
+            error["traceback"] = error["traceback"][:-1] + [f"NameError: {error['evalue']}\n"]
+            break
+    return error

@@ -39,6 +39,7 @@ _EVERYTHING = frozenset({"globals", "vars", "locals", "dir", "_getframe", "curre
                          "f_globals", "__globals__", "eval", "exec", "compile"})
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DELETED = None  # what a layer holds for a name its cell deleted
+GONE = type("Gone", (), {"__repr__": lambda self: "<not restored>"})()  # a lost name, restored
 _MODULE_DUNDERS = ("__name__", "__doc__", "__package__", "__spec__")  # every __main__ has them
 
 
@@ -52,13 +53,30 @@ class Group:
     fresh: int = 0
 
 
-@dataclass(frozen=True)
 class Entry:
-    """A stored name: its object, its group, and why it is shared by reference, if it is."""
+    """A stored name: its object, its group, why it is shared by reference (if it is),
+    and why it could not be saved to disk (if it could not: ``lost``).
 
-    value: object
-    group: Group
-    shared: Optional[str] = None
+    Its object is either held here or, for a state saved to disk, in a ``record``
+    that loads the group's objects on first use and may drop them again.
+    """
+
+    __slots__ = ("name", "group", "shared", "lost", "_value", "record")
+
+    def __init__(self, name, value, group, shared=None, lost=None, record=None):
+        self.name, self.group, self.shared, self.lost = name, group, shared, lost
+        self._value, self.record = value, record
+
+    @property
+    def value(self):
+        if self.record is not None:
+            return self.record.values()[self.name]
+        return self._value
+
+    def saved(self, record, lost=None):
+        """This entry, its object now kept by ``record`` (a store's), or lost on disk."""
+        return Entry(self.name, None if lost is None else self._value, self.group,
+                     self.shared, lost, None if lost is not None else record)
 
 
 class Namespace:
@@ -68,13 +86,14 @@ class Namespace:
     that owned it is deleted (its objects that no one uses are then freed).
     """
 
-    __slots__ = ("_base", "_changes", "_depth")
+    __slots__ = ("_base", "_changes", "_depth", "layer_id", "__weakref__")
 
     def __init__(self, base, changes):
         if base is not None and base._depth >= MAX_DEPTH:
             base, changes = None, base._merged(changes)
         self._base, self._changes = base, changes
         self._depth = 0 if base is None else base._depth + 1
+        self.layer_id = None  # its row in a state directory (``store``), once saved
 
     def get(self, name):
         """The Entry of ``name``, or None."""
@@ -115,11 +134,22 @@ class Namespace:
     def base(self):
         return self._base
 
+    def own_entries(self):
+        """The entries this layer itself holds (DELETED for names it deletes)."""
+        return dict(self._changes)
+
+    def own(self, name):
+        return self._changes[name]
+
+    def replace_own(self, name, entry):
+        """Swap one of its entries for an equal one (a saved one); before it is shared."""
+        self._changes[name] = entry
+
 
 def fresh_namespace():
     dunders = {"__name__": "__main__", "__doc__": None, "__package__": None, "__spec__": None,
                "__builtins__": builtins}
-    return Namespace(None, {name: Entry(value, Group(frozenset([name])))
+    return Namespace(None, {name: Entry(name, value, Group(frozenset([name])))
                             for name, value in dunders.items()})
 
 
@@ -187,6 +217,7 @@ class Working:
         self.buffers = buffers
         self.namespace = {}
         self.copied = set()    # names copied in: every one is stored again, or found unchanged
+        self.gone = {}         # names the state lost at a restart -> why
         self.origins = {}      # id(working copy) -> the stored object it was copied from
         self._copiers = []     # their memos keep the copies alive, so the ids stay theirs
 
@@ -220,9 +251,14 @@ class Working:
             if name in self.copied or name in todo:
                 continue
             entry = self.source.get(name)
-            if entry is not None:
-                todo[name] = entry.value
-                queue.extend(entry.group.names)
+            if entry is None:
+                continue
+            value = entry.value
+            if value is GONE:  # lost at a restart: a lookup fails, saying why (see ``gone``)
+                self.gone[name] = entry.lost
+                continue
+            todo[name] = value
+            queue.extend(entry.group.names)
         if not todo:
             return None
         self.copied.update(todo)
@@ -263,7 +299,7 @@ class Working:
         for name in touched:
             group = groups[name]
             if not self._unchanged(group, stored, copier.shared):
-                changes[name] = Entry(stored[name], group, copier.shared.get(name))
+                changes[name] = Entry(name, stored[name], group, copier.shared.get(name))
         for name in self.copied:
             if name not in self.namespace:
                 changes[name] = DELETED

@@ -318,7 +318,7 @@ def test_a_state_describes_its_origin_and_variables(app):
     execute(app, "x = 1\ns = 'hi'\ndef f(): pass", new_state_name="s1")
     state = app.get("/states/s1").json
     assert set(state) == {"name", "timestamp", "parent", "code", "variables", "shared",
-                          "approx_bytes", "shared_bytes"}
+                          "approx_bytes", "shared_bytes", "lost"}
     assert isinstance(state["approx_bytes"], int)
     assert (state["name"], state["parent"]) == ("s1", "initial")
     assert state["code"] == "x = 1\ns = 'hi'\ndef f(): pass"

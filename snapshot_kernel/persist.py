@@ -1,0 +1,330 @@
+"""Pickling a state's objects to disk so a restarted server has them back.
+
+Pickle protocol 5 with our own reductions for what cells make, so that a
+restored state behaves as before the restart:
+
+* functions defined by cells (globals a StoredNamespace) are saved by value —
+  code (``marshal``), defaults, closure, ``__dict__`` — and come back reading
+  the globals of the state they run in, as stored functions do;
+* classes defined by cells (metaclass ``type`` or ``ABCMeta``) are saved by
+  value; instances refer to them. Other metaclasses (``Enum``) cannot be;
+* modules are saved by name and imported again;
+* weak references, weak dicts and sets, ``lru_cache`` functions, static and
+  class methods, properties and mapping proxies, which pickle refuses;
+* numpy arrays on copy-on-write mappings are saved as references to blob
+  files in the state directory plus the pages they differ in, and views as
+  views of their base, so nothing large is written twice.
+
+What still cannot be pickled (a lock, a generator, an open file, a thread) is
+reported by ``dumps`` and ends up ``lost``. Code objects are marshalled, so a
+state directory is bound to one Python version (``FORMAT``).
+"""
+
+import abc
+import functools
+import gc
+import importlib
+import io
+import marshal
+import pickle
+import sys
+import types
+import weakref
+
+from . import cow
+from .copier import STORED_GLOBALS, StoredNamespace
+
+FORMAT = f"snapshot-kernel-1 cpython-{sys.version_info[0]}.{sys.version_info[1]}"
+_COPYABLE_METACLASSES = (type, abc.ABCMeta)
+_CLASS_SKIP = frozenset({"__dict__", "__weakref__", "_abc_impl"})
+
+
+class Pickler(pickle.Pickler):
+    """Pickles stored objects; big buffers become references to blobs (``blobs`` names
+    the blob files used, so the store knows what a record needs)."""
+
+    def __init__(self, file, buffers):
+        super().__init__(file, protocol=5)
+        self.buffers = buffers
+        self.blobs = set()
+
+    def reducer_override(self, obj):
+        reducer = _REDUCERS.get(type(obj))
+        if reducer is not None:
+            return reducer(self, obj)
+        if isinstance(obj, type) and obj.__module__ == "__main__":
+            return _reduce_class(obj)
+        return NotImplemented
+
+    def persistent_id(self, obj):
+        if type(obj) is cow.Mapping and obj.stored:
+            if obj.blob is None or obj.blob.path is None:
+                self.buffers.freeze(obj)  # to a file of the state directory
+            self.blobs.add(obj.blob.path)
+            pages = {page: obj[page * cow.PAGE:(page + 1) * cow.PAGE] for page in obj.overlay}
+            return ("mapping", id(obj), obj.blob.path.rsplit("/", 1)[-1], pages)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None and type(obj) is numpy.ndarray and not obj.dtype.hasobject:
+            return _array_id(numpy, obj)
+        return None
+
+
+def _array_id(numpy, arr):
+    """A reference for arrays on a mapping or views of another array, else None."""
+    base = arr.base
+    if base is None:
+        return None
+    start = arr.__array_interface__["data"][0]
+    layout = (arr.shape, arr.dtype, arr.strides, arr.flags.writeable)
+    if isinstance(base, cow.Mapping) and base.stored:
+        return ("array", id(arr), base, start - base.address, *layout)
+    if type(base) is numpy.ndarray:
+        return ("view", id(arr), base, start - base.__array_interface__["data"][0], *layout)
+    return None
+
+
+class Unpickler(pickle.Unpickler):
+    """Loads what ``Pickler`` wrote; blobs are opened in ``directory``."""
+
+    def __init__(self, file, directory):
+        super().__init__(file)
+        self.directory = directory
+        self._made = {}
+
+    def persistent_load(self, pid):
+        # Pickle calls this for every reference, not once per object: the id the object
+        # had when pickled makes each one object again.
+        made = self._made.get(pid[:2])
+        if made is None:
+            made = self._made[pid[:2]] = self._make(*pid)
+        return made
+
+    def _make(self, kind, key, *rest):
+        if kind == "mapping":
+            name, pages = rest
+            stored = _open_blob(f"{self.directory}/{name}").map(stored=True)
+            for page, data in pages.items():
+                stored[page * cow.PAGE:page * cow.PAGE + len(data)] = data
+            stored.overlay = frozenset(pages)
+            return stored
+        import numpy
+        base, offset, shape, dtype, strides, writeable = rest
+        arr = numpy.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
+        if not writeable:
+            arr.flags.writeable = False
+        return arr
+
+
+_open_blobs = weakref.WeakValueDictionary()  # path -> Blob: one open file per blob
+
+
+def _open_blob(path):
+    blob = _open_blobs.get(path)
+    if blob is None:
+        blob = _open_blobs[path] = cow.Blob.open(path)
+    return blob
+
+
+def dumps(values, buffers):
+    """``(data, blob paths, lost)``: the pickle of the dict ``values`` (together, so
+    shared objects stay shared), leaving out the names whose objects cannot be
+    pickled, which ``lost`` maps to why."""
+    lost = {}
+    try:
+        return (*_dump(values, buffers), lost)
+    except _CANNOT_PICKLE:  # find which names: they are lost, the others are saved
+        pass
+    for name, value in values.items():
+        try:
+            _dump(value, buffers)
+        except _CANNOT_PICKLE as exc:
+            lost[name] = f"{type(exc).__name__}: {exc}"
+    return (*_dump({name: value for name, value in values.items() if name not in lost},
+                   buffers), lost)
+
+
+_CANNOT_PICKLE = (pickle.PicklingError, TypeError, AttributeError, ValueError, RecursionError,
+                  NotImplementedError)
+
+
+def _dump(value, buffers):
+    file = io.BytesIO()
+    pickler = Pickler(file, buffers)
+    pickler.dump(value)
+    return file.getvalue(), pickler.blobs
+
+
+def loads(data, directory):
+    return Unpickler(io.BytesIO(data), directory).load()
+
+
+# -- reductions ----------------------------------------------------------------------------
+
+def _reduce_function(pickler, fn):
+    if type(fn.__globals__) is not StoredNamespace:
+        return NotImplemented  # a library's: by reference, as pickle does
+    cells = fn.__closure__  # pickled empty (_reduce_cell): shared cells stay shared
+    contents = [_cell_contents(cell) for cell in cells or ()]
+    state = {"defaults": fn.__defaults__, "kwdefaults": fn.__kwdefaults__,
+             "annotations": fn.__annotations__, "dict": fn.__dict__, "closure": contents,
+             "qualname": fn.__qualname__, "module": fn.__module__, "doc": fn.__doc__,
+             "type_params": getattr(fn, "__type_params__", None)}
+    args = (marshal.dumps(fn.__code__), fn.__name__, cells)
+    return _make_function, args, state, None, None, _set_function_state
+
+
+def _reduce_cell(pickler, cell):
+    """A closure cell, empty: its functions' states fill it, after they exist, so a
+    function whose closure holds itself can be rebuilt."""
+    return _make_cell, ()
+
+
+def _make_cell():
+    return types.CellType()
+
+
+class _Empty:
+    """What an empty closure cell holds in a pickle; pickled by name, so it stays one object."""
+
+    def __reduce__(self):
+        return "_EMPTY"
+
+
+_EMPTY = _Empty()
+
+
+def _cell_contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell: the variable is not bound yet
+        return _EMPTY
+
+
+def _make_function(code, name, cells):
+    return types.FunctionType(marshal.loads(code), STORED_GLOBALS, name, None, cells)
+
+
+def _set_function_state(fn, state):
+    for cell, value in zip(fn.__closure__ or (), state["closure"]):
+        if value is not _EMPTY:
+            cell.cell_contents = value
+    fn.__defaults__, fn.__kwdefaults__ = state["defaults"], state["kwdefaults"]
+    fn.__annotations__ = state["annotations"]
+    fn.__dict__.update(state["dict"])
+    fn.__qualname__, fn.__module__, fn.__doc__ = state["qualname"], state["module"], state["doc"]
+    if state["type_params"] is not None:
+        fn.__type_params__ = state["type_params"]
+    return fn
+
+
+def _reduce_class(cls):
+    if type(cls) not in _COPYABLE_METACLASSES:
+        raise pickle.PicklingError(f"class {cls.__qualname__} has metaclass "
+                                   f"{type(cls).__name__}, which cannot be saved")
+    body = cls.__dict__
+    init = {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "__doc__": body.get("__doc__")}
+    if "__slots__" in body:
+        init["__slots__"] = body["__slots__"]
+    attributes = {name: value for name, value in body.items()
+                  if name not in init and name not in _CLASS_SKIP
+                  and not (isinstance(value, types.MemberDescriptorType)
+                           and value.__objclass__ is cls)}
+    abstract = tuple(getattr(cls, "__abstractmethods__", ()))
+    return (_make_class, (type(cls), cls.__name__, cls.__bases__, init),
+            (attributes, abstract), None, None, _set_class_state)
+
+
+def _make_class(meta, name, bases, init):
+    """The class, without running again an ``__init_subclass__`` a cell defined: it ran
+    when the class was first made (a library's runs, as in a fresh process)."""
+    from .handlers import _quiet_class
+    cells_classes = {id(klass) for base in bases for klass in base.__mro__
+                     if klass.__module__ == "__main__"}
+    return _quiet_class(meta, name, bases, init, cells_classes)
+
+
+def _set_class_state(cls, state):
+    attributes, abstract = state
+    for name, value in attributes.items():
+        setattr(cls, name, value)
+    if abstract:
+        cls.__abstractmethods__ = frozenset(abstract)
+    return cls
+
+
+def _reduce_module(pickler, module):
+    if sys.modules.get(module.__name__) is not module:
+        raise pickle.PicklingError(f"module {module.__name__} cannot be imported by name")
+    return importlib.import_module, (module.__name__,)
+
+
+def _reduce_weakref(pickler, ref):
+    return _make_weakref, (ref(), ref.__callback__)
+
+
+def _make_weakref(referent, callback):
+    class Gone:
+        pass
+
+    return weakref.ref(referent if referent is not None else Gone(), callback)
+
+
+def _reduce_weak_container(pickler, obj):
+    items = list(obj.items()) if hasattr(obj, "items") else list(obj)
+    return _make_weak_container, (type(obj), items)
+
+
+def _make_weak_container(kind, items):
+    made = kind()
+    if isinstance(made, weakref.WeakSet):
+        for item in items:
+            made.add(item)
+    else:
+        made.update(items)
+    return made
+
+
+def _reduce_lru_cache(pickler, obj):
+    parameters = obj.cache_parameters()
+    attributes = {name: value for name, value in obj.__dict__.items()  # lru_cache sets these
+                  if name not in ("__wrapped__", "cache_parameters")}
+    return _make_lru_cache, (obj.__wrapped__, parameters["maxsize"], parameters["typed"],
+                             attributes)
+
+
+def _make_lru_cache(wrapped, maxsize, typed, attributes):
+    made = functools.lru_cache(maxsize, typed)(wrapped)
+    made.__dict__.update(attributes)
+    return made
+
+
+def _reduce_wrapper(pickler, obj):
+    return type(obj), (obj.__func__,)
+
+
+def _reduce_property(pickler, obj):
+    return property, (obj.fget, obj.fset, obj.fdel, obj.__doc__)
+
+
+def _reduce_mappingproxy(pickler, obj):
+    return types.MappingProxyType, (gc.get_referents(obj)[0],)  # the dict it shows
+
+
+def _reduce_namespace(pickler, obj):
+    return _stored_globals, ()
+
+
+def _stored_globals():
+    return STORED_GLOBALS
+
+
+_REDUCERS = {
+    types.FunctionType: _reduce_function, types.ModuleType: _reduce_module,
+    types.CellType: _reduce_cell,
+    weakref.ref: _reduce_weakref, weakref.WeakValueDictionary: _reduce_weak_container,
+    weakref.WeakKeyDictionary: _reduce_weak_container, weakref.WeakSet: _reduce_weak_container,
+    functools._lru_cache_wrapper: _reduce_lru_cache, staticmethod: _reduce_wrapper,
+    classmethod: _reduce_wrapper, property: _reduce_property,
+    types.MappingProxyType: _reduce_mappingproxy, StoredNamespace: _reduce_namespace,
+}

@@ -1,0 +1,359 @@
+"""Durable states: a state directory that a restarted server loads its tree from.
+
+    DIR/catalog.sqlite   the catalogue (SQLite, WAL): states, layers, groups, blobs
+    DIR/blobs/*.bin      large buffers, read-only files mapped copy-on-write (``cow``)
+
+It mirrors what the kernel keeps in memory. A state names a layer; a layer is
+its base layer plus the entries its cell changed (``storage.Namespace``), each
+entry pointing at a group: the pickle of the objects of names that share them
+(``persist``). A cell that changes one small name writes one small group and
+one layer row, whatever the size of its state. Every write is one transaction
+(``_transaction``), made before the reply that names the state is sent; blob
+files are complete under their final name before a transaction refers to them.
+A crash at any moment leaves the catalogue as it was after its last commit; at
+start, ``.tmp`` files and blobs nothing refers to are swept.
+
+Loading is lazy: ``load`` builds the tree from the catalogue, and a group's
+objects are unpickled the first time a cell (or a describe) asks for them.
+With a memory budget, the groups used least recently are dropped from memory
+and loaded again on use (``GroupRecord``).
+"""
+
+import collections
+import contextlib
+import json
+import os
+import pickle
+import sqlite3
+import threading
+
+from . import persist
+from .storage import DELETED, GONE, Entry, Group, Namespace, State
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS layers (id INTEGER PRIMARY KEY, base INTEGER, changes BLOB);
+CREATE TABLE IF NOT EXISTS groups (id INTEGER PRIMARY KEY, data BLOB);
+CREATE TABLE IF NOT EXISTS layer_groups (layer INTEGER, grp INTEGER);
+CREATE INDEX IF NOT EXISTS layer_groups_grp ON layer_groups (grp);
+CREATE TABLE IF NOT EXISTS group_blobs (grp INTEGER, blob TEXT);
+CREATE INDEX IF NOT EXISTS group_blobs_blob ON group_blobs (blob);
+CREATE TABLE IF NOT EXISTS blobs (name TEXT PRIMARY KEY, size INTEGER);
+CREATE TABLE IF NOT EXISTS states (name TEXT PRIMARY KEY, seq INTEGER, layer INTEGER,
+    parent TEXT, code TEXT, created REAL, new_bytes INTEGER, total_bytes INTEGER, meta TEXT);
+CREATE TABLE IF NOT EXISTS running (exec_id TEXT PRIMARY KEY, summary TEXT);
+"""
+
+
+class StoreError(Exception):
+    """The state directory cannot be used; the message says why and what to do."""
+
+
+class GroupRecord:
+    """The objects of one stored group: in memory, or loaded from the catalogue on use."""
+
+    def __init__(self, store, group_id, weight, values=None):
+        self.store, self.group_id, self.weight = store, group_id, weight
+        self._values = values
+        self._lock = threading.Lock()
+        if values is not None:
+            store.loaded(self)
+
+    def values(self):
+        values = self._values
+        if values is None:
+            with self._lock:
+                if self._values is None:
+                    self._values = self.store.load_group(self.group_id)
+                values = self._values
+            self.store.loaded(self)
+        else:
+            self.store.used(self)
+        return values
+
+    def evict(self):
+        self._values = None
+
+
+class Store:
+    """A state directory, open for one kernel."""
+
+    def __init__(self, directory, buffers, max_memory=None):
+        self.directory = os.path.abspath(directory)
+        self.blob_dir = os.path.join(self.directory, "blobs")
+        os.makedirs(self.blob_dir, exist_ok=True)
+        self.buffers, self.max_memory = buffers, max_memory
+        self._lock = threading.RLock()
+        self._loaded = collections.OrderedDict()  # GroupRecord -> None, least recent first
+        self._loaded_bytes = 0
+        self._seq = 0
+        self._db = self._connect()
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def _connect(self):
+        path = os.path.join(self.directory, "catalog.sqlite")
+        try:
+            db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # a commit survives the process dying
+            check = db.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise StoreError(f"{path} is damaged ({check}); restore it from a backup "
+                                 "or start with another --state-dir")
+            db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path} cannot be read as a state catalogue ({exc}); restore it "
+                             "from a backup or start with another --state-dir") from None
+        written = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        if written.get("format", persist.FORMAT) != persist.FORMAT:
+            raise StoreError(f"{self.directory} was written as {written['format']!r}; this "
+                             f"server writes {persist.FORMAT!r}. Start the server with the "
+                             "Python that wrote it, or use another --state-dir")
+        db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (persist.FORMAT,))
+        return db
+
+    @contextlib.contextmanager
+    def _transaction(self):
+        """The one place that commits: everything inside is written, or nothing."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            committed = False
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+                committed = True
+            finally:
+                if not committed:  # whatever stopped it, an interrupt too
+                    self._db.execute("ROLLBACK")
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def save(self, state):
+        """Write ``state`` (a new one) before anyone is told of it; returns ``{name: why}``
+        for the names whose objects could not be pickled (lost after a restart).
+
+        Its new entries are replaced, in its layer, by entries whose objects a
+        GroupRecord keeps (and may drop and reload)."""
+        layer = state.names
+        new_layer = getattr(layer, "layer_id", None) is None
+        groups = self._new_groups(layer) if new_layer else {}
+        pickled, lost = {}, {}
+        for group, names in groups.items():  # pickling runs user code: outside the lock
+            values = {name: layer.own(name).value for name in names}
+            pickled[group] = persist.dumps(values, self.buffers)
+            lost.update(pickled[group][2])
+        with self._transaction() as db:
+            records = {id(group): self._insert_group(db, data, blobs, group.weight)
+                       for group, (data, blobs, _) in pickled.items()}
+            if new_layer:
+                self._insert_layer(db, layer, records, lost)
+            self._seq += 1
+            db.execute("INSERT OR REPLACE INTO states VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (state.name, self._seq, layer.layer_id, state.parent, state.code,
+                        state.created, state.new_bytes, state.total_bytes,
+                        json.dumps(state.meta)))
+        return lost
+
+    def _new_groups(self, layer):
+        """The groups of the layer's own entries that have no record yet."""
+        groups = {}
+        for name, entry in layer.own_entries().items():
+            if entry is not DELETED and entry.record is None and entry.lost is None:
+                groups.setdefault(id(entry.group), (entry.group, []))[1].append(name)
+        return dict(groups.values())
+
+    def _insert_group(self, db, data, blobs, weight):
+        group_id = db.execute("INSERT INTO groups (data) VALUES (?)", (data,)).lastrowid
+        for path in blobs:
+            name = os.path.basename(path)
+            db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (name, os.path.getsize(path)))
+            db.execute("INSERT INTO group_blobs VALUES (?, ?)", (group_id, name))
+        return GroupRecord(self, group_id, weight)
+
+    def _insert_layer(self, db, layer, records, lost):
+        base = layer.base.layer_id if layer.base is not None else None
+        changes, group_ids = {}, set()
+        for name, entry in layer.own_entries().items():
+            if entry is DELETED:
+                changes[name] = None
+                continue
+            if entry.record is None and entry.lost is None:
+                record = records[id(entry.group)]
+                entry = entry.saved(record, lost.get(name))
+                layer.replace_own(name, entry)
+            group_id = entry.record.group_id if entry.record is not None else None
+            group_ids.add(group_id)
+            changes[name] = (group_id, sorted(entry.group.names), entry.group.weight,
+                             entry.group.fresh, entry.shared, entry.lost)
+        data = pickle.dumps(changes, protocol=5)
+        layer.layer_id = db.execute("INSERT INTO layers (base, changes) VALUES (?, ?)",
+                                    (base, data)).lastrowid
+        db.executemany("INSERT INTO layer_groups VALUES (?, ?)",
+                       [(layer.layer_id, group_id) for group_id in group_ids if group_id])
+
+    def delete(self, name, layer, absorbed):
+        """Forget state ``name``. ``absorbed`` are the layers that took ``layer``'s
+        entries in (``Namespace.absorb_base``); ``layer`` goes if nothing uses it."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM states WHERE name = ?", (name,))
+            layer_id = getattr(layer, "layer_id", None)
+            if layer_id is None or db.execute("SELECT 1 FROM states WHERE layer = ?",
+                                              (layer_id,)).fetchone():
+                return
+            for child in absorbed:
+                self._rewrite_layer(db, child)
+            if not db.execute("SELECT 1 FROM layers WHERE base = ?", (layer_id,)).fetchone():
+                self._drop_layer(db, layer_id)
+
+    def _rewrite_layer(self, db, layer):
+        changes = {}
+        for name, entry in layer.own_entries().items():
+            changes[name] = None if entry is DELETED else (
+                entry.record.group_id if entry.record is not None else None,
+                sorted(entry.group.names), entry.group.weight, entry.group.fresh,
+                entry.shared, entry.lost)
+        base = layer.base.layer_id if layer.base is not None else None
+        db.execute("UPDATE layers SET base = ?, changes = ? WHERE id = ?",
+                   (base, pickle.dumps(changes, protocol=5), layer.layer_id))
+        db.execute("DELETE FROM layer_groups WHERE layer = ?", (layer.layer_id,))
+        db.executemany("INSERT INTO layer_groups VALUES (?, ?)",
+                       [(layer.layer_id, value[0]) for value in changes.values()
+                        if value is not None and value[0] is not None])
+
+    def _drop_layer(self, db, layer_id):
+        groups = [row[0] for row in db.execute(
+            "SELECT grp FROM layer_groups WHERE layer = ?", (layer_id,))]
+        db.execute("DELETE FROM layer_groups WHERE layer = ?", (layer_id,))
+        db.execute("DELETE FROM layers WHERE id = ?", (layer_id,))
+        for group_id in groups:
+            if not db.execute("SELECT 1 FROM layer_groups WHERE grp = ?", (group_id,)).fetchone():
+                self._drop_group(db, group_id)
+
+    def _drop_group(self, db, group_id):
+        blobs = [row[0] for row in db.execute(
+            "SELECT blob FROM group_blobs WHERE grp = ?", (group_id,))]
+        db.execute("DELETE FROM group_blobs WHERE grp = ?", (group_id,))
+        db.execute("DELETE FROM groups WHERE id = ?", (group_id,))
+        for name in blobs:
+            if not db.execute("SELECT 1 FROM group_blobs WHERE blob = ?", (name,)).fetchone():
+                db.execute("DELETE FROM blobs WHERE name = ?", (name,))
+                self._unlink(name)
+
+    def _unlink(self, name):
+        try:
+            os.unlink(os.path.join(self.blob_dir, name))
+        except FileNotFoundError:  # swept already
+            pass
+
+    def reset(self, initial):
+        """Forget every state; ``initial`` (a fresh one) is the only state left."""
+        with self._transaction() as db:
+            for table in ("states", "layers", "groups", "layer_groups", "group_blobs", "blobs",
+                          "running"):
+                db.execute(f"DELETE FROM {table}")
+        self.sweep()
+        self.save(initial)
+
+    # -- running executions ------------------------------------------------------------------
+
+    def running(self, exec_id, summary):
+        """Note (or update) an execution that runs now, with its checkpoints so far."""
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO running VALUES (?, ?)",
+                       (exec_id, json.dumps(summary)))
+
+    def ended(self, exec_id):
+        with self._transaction() as db:
+            db.execute("DELETE FROM running WHERE exec_id = ?", (exec_id,))
+
+    # -- loading ------------------------------------------------------------------------------
+
+    def load(self):
+        """``(states in creation order, summaries of executions a restart ended)``, or
+        None if the directory holds no states yet. Objects load on first use."""
+        rows = self._db.execute("SELECT name, seq, layer, parent, code, created, new_bytes, "
+                                "total_bytes, meta FROM states ORDER BY seq").fetchall()
+        if not rows:
+            return None
+        self._check_blobs()
+        self.sweep()
+        layers, records = {}, {}
+        for layer_id, base, data in self._db.execute(
+                "SELECT id, base, changes FROM layers ORDER BY id"):
+            layers[layer_id] = self._layer(layer_id, layers.get(base), data, records)
+        states = {}
+        for name, seq, layer_id, parent, code, created, new, total, meta in rows:
+            states[name] = State(name, layers[layer_id], parent, code, new, total,
+                                 json.loads(meta), created)
+            self._seq = seq
+        ended = [json.loads(row[0]) for row in self._db.execute("SELECT summary FROM running")]
+        with self._transaction() as db:
+            db.execute("DELETE FROM running")
+        return states, ended
+
+    def _layer(self, layer_id, base, data, records):
+        changes = {}
+        for name, value in pickle.loads(data).items():
+            if value is None:
+                changes[name] = DELETED
+                continue
+            group_id, names, weight, fresh, shared, lost = value
+            group = Group(frozenset(names), weight, fresh)
+            if group_id is None:  # lost on disk: gone after the restart
+                changes[name] = Entry(name, GONE, group, shared, lost)
+                continue
+            if group_id not in records:
+                records[group_id] = GroupRecord(self, group_id, weight)
+            changes[name] = Entry(name, None, group, shared, lost, records[group_id])
+        layer = Namespace(base, changes)
+        layer.layer_id = layer_id
+        return layer
+
+    def load_group(self, group_id):
+        with self._lock:
+            row = self._db.execute("SELECT data FROM groups WHERE id = ?", (group_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"group {group_id} is missing from {self.directory}")
+        return persist.loads(row[0], self.blob_dir)
+
+    def _check_blobs(self):
+        """Every blob the catalogue names is there, whole: else the state dir is damaged."""
+        for name, size in self._db.execute("SELECT name, size FROM blobs"):
+            path = os.path.join(self.blob_dir, name)
+            if not os.path.exists(path) or os.path.getsize(path) != size:
+                raise StoreError(f"{path} is missing or truncated; restore the state "
+                                 "directory from a backup, or start with another --state-dir")
+
+    def sweep(self):
+        """Delete files of the blob directory that no state refers to (left by a crash)."""
+        known = {row[0] for row in self._db.execute("SELECT name FROM blobs")}
+        for name in os.listdir(self.blob_dir):
+            if name not in known:
+                self._unlink(name)
+
+    # -- memory ---------------------------------------------------------------------------------
+
+    def loaded(self, record):
+        """``record``'s objects are in memory now; drop the least used if over budget."""
+        with self._lock:
+            if record not in self._loaded:
+                self._loaded_bytes += record.weight
+            self._loaded[record] = None
+            self._loaded.move_to_end(record)
+            if self.max_memory is None:
+                return
+            while self._loaded_bytes > self.max_memory and len(self._loaded) > 1:
+                oldest, _ = self._loaded.popitem(last=False)
+                self._loaded_bytes -= oldest.weight
+                oldest.evict()
+
+    def used(self, record):
+        if self.max_memory is not None:
+            with self._lock:
+                if record in self._loaded:
+                    self._loaded.move_to_end(record)
+
+    def close(self):
+        with self._lock:
+            self._db.close()
