@@ -70,10 +70,15 @@ class Pickler(pickle.Pickler):
 
 
 def _array_id(numpy, arr):
-    """A reference for arrays on a mapping or views of another array, else None."""
+    """A reference for arrays on a mapping, views of another array, and arrays that own
+    their memory (numpy's own pickle would bring those back as views of a buffer)."""
     base = arr.base
     if base is None:
-        return None
+        if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
+            return None
+        order = "C" if arr.flags.c_contiguous else "F"
+        return ("owned", id(arr), arr.tobytes(order), arr.shape, arr.dtype, order,
+                arr.flags.writeable)
     start = arr.__array_interface__["data"][0]
     layout = (arr.shape, arr.dtype, arr.strides, arr.flags.writeable)
     if isinstance(base, cow.Mapping) and base.stored:
@@ -108,6 +113,12 @@ class Unpickler(pickle.Unpickler):
             stored.overlay = frozenset(pages)
             return stored
         import numpy
+        if kind == "owned":
+            data, shape, dtype, order, writeable = rest
+            arr = numpy.empty(shape, dtype, order=order)
+            arr.reshape(-1, order=order)[...] = numpy.frombuffer(data, dtype)
+            arr.flags.writeable = writeable
+            return arr
         base, offset, shape, dtype, strides, writeable = rest
         arr = numpy.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
         if not writeable:

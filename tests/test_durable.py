@@ -1,0 +1,190 @@
+"""Durable states (--state-dir): what a restart brings back behaves as before the restart.
+
+Kernel-level: a kernel on a state directory, then a new kernel on the same
+directory (what a restart does), checked against replays of each state's path
+(the differential test's oracle) and against what the user saw before. The
+real-process tests, with SIGKILL, are in test_restart.py.
+"""
+
+import os
+import sqlite3
+
+import pytest
+
+import test_differential as differential
+from helpers import ok, printed, stdout
+from snapshot_kernel import persist
+from snapshot_kernel.kernel import SnapshotKernel
+from snapshot_kernel.store import StoreError
+
+
+@pytest.fixture
+def state_dir(tmp_path):
+    return str(tmp_path / "states")
+
+
+def restarted(state_dir, **options):
+    return SnapshotKernel(state_dir=state_dir, **options)
+
+
+@pytest.mark.parametrize("seed", list(range(8)) + [1000, 1001, 1002, 1003])
+def test_every_state_equals_a_replay_of_its_path_after_a_restart(state_dir, seed):
+    if seed >= 1000:
+        pytest.importorskip("pandas")
+    writer = differential.DataCellWriter if seed >= 1000 else None
+    paths = differential.grow_tree(SnapshotKernel(state_dir=state_dir), seed, writer)
+    kernel = restarted(state_dir)
+    assert kernel.state_names() == list(paths)
+    for name, cells in paths.items():
+        expected = differential.replay(cells + [differential.PROBE])
+        differential.assert_same(seed, name, cells, printed(kernel, differential.PROBE, name),
+                                 expected.stdout)
+
+
+MIXED = """
+import threading, functools
+SCALE = 2
+class Point:
+    def __init__(self, x): self.x = x
+    def norm(self): return abs(self.x) * SCALE
+def counter():
+    n = 0
+    def inc():
+        nonlocal n
+        n += 1
+        return n
+    return inc
+inc = counter(); inc()
+pts = [Point(1), Point(-3)]
+alias = pts
+square = lambda v: v * v * SCALE
+@functools.lru_cache
+def cube(v): return v ** 3 * SCALE
+lock = threading.Lock()
+gen = (i for i in range(3))
+"""
+
+
+def test_functions_classes_closures_and_aliases_come_back(state_dir):
+    ok(SnapshotKernel(state_dir=state_dir), MIXED, new_state_name="mixed")
+    kernel = restarted(state_dir)
+    code = ("print(pts[1].norm(), alias is pts, isinstance(pts[0], Point), inc(), square(3), "
+            "cube(2))\nSCALE = 10\nprint(pts[1].norm(), square(1), cube(1))")
+    assert printed(kernel, code, "mixed") == "6 True True 2 18 16\n30 10 10\n"
+
+
+def test_what_cannot_be_saved_is_reported_and_fails_clearly_after_a_restart(state_dir):
+    reply = ok(SnapshotKernel(state_dir=state_dir), MIXED, new_state_name="mixed")
+    assert sorted(reply["lost"]) == ["gen", "lock"]
+    assert "_thread.lock" in reply["lost"]["lock"]
+    kernel = restarted(state_dir)
+    assert sorted(kernel.describe("mixed")["lost"]) == ["gen", "lock"]
+    assert "lock" not in kernel.describe("mixed")["variables"]
+    failed = kernel.execute("lock.acquire()", "mixed")
+    assert failed["error"]["ename"] == "NameError"
+    assert "could not be saved, so the restart lost it" in failed["error"]["evalue"]
+    assert "cannot pickle '_thread.lock'" in failed["error"]["traceback"][-1]
+
+
+def test_arrays_views_and_frames_come_back_from_blob_files(state_dir):
+    pytest.importorskip("pandas")
+    kernel = SnapshotKernel(state_dir=state_dir)
+    ok(kernel, "import numpy as np, pandas as pd\na = np.arange(10 ** 6) * 1.0\nv = a[10:20]\n"
+               "df = pd.DataFrame({'x': a, 'o': [[i] for i in range(10 ** 3)] * 1000})",
+       new_state_name="data")
+    ok(kernel, "a[0] = -1\ndf.loc[0, 'o'].append(5)", "data", new_state_name="changed")
+    kernel = restarted(state_dir)
+    code = "print(a[0], a[15], v.base is a, v[5], df.loc[0, 'o'], df.x.iloc[1])"
+    assert printed(kernel, code, "data") == "0.0 15.0 True 15.0 [0] 1.0\n"
+    assert printed(kernel, code, "changed") == "-1.0 15.0 True 15.0 [0, 5] 1.0\n"
+
+
+def test_the_tree_and_its_metadata_come_back(state_dir):
+    kernel = SnapshotKernel(state_dir=state_dir)
+    ok(kernel, "x = 1", new_state_name="one")
+    ok(kernel, "y = x + 1", "one", new_state_name="two")
+    ok(kernel, "checkpoint(progress='half')\nz = 3", "two", new_state_name="three")
+    before = {name: kernel.describe(name) for name in kernel.state_names()}
+    kernel = restarted(state_dir)
+    after = {name: kernel.describe(name) for name in kernel.state_names()}
+    assert after == before
+    assert after["three@1"]["checkpoint"] is True and after["three@1"]["progress"] == "half"
+
+
+def test_deleting_and_resetting_free_their_disk_space(state_dir):
+    np = pytest.importorskip("numpy")
+    kernel = SnapshotKernel(state_dir=state_dir)
+    blobs = os.path.join(state_dir, "blobs")
+    ok(kernel, "import numpy as np\nbig = np.ones(10 ** 6)", new_state_name="big")
+    ok(kernel, "big[0] = 2", "big", new_state_name="child")
+    ok(kernel, "other = np.zeros(10 ** 6)", "big", new_state_name="other")
+    assert len(os.listdir(blobs)) == 2
+    kernel.delete("other")
+    assert len(os.listdir(blobs)) == 1
+    kernel.delete("big")  # its child still uses its buffer
+    assert len(os.listdir(blobs)) == 1
+    assert printed(restarted(state_dir), "print(big[:2])", "child") == "[2. 1.]\n"
+    kernel = restarted(state_dir)
+    kernel.reset()
+    assert os.listdir(blobs) == [] and restarted(state_dir).state_names() == ["initial"]
+    assert np is not None
+
+
+def test_a_memory_budget_drops_values_and_loads_them_back(state_dir):
+    kernel = SnapshotKernel(state_dir=state_dir, max_memory=2_000_000)
+    for i in range(10):
+        ok(kernel, f"data{i} = list(range(20_000))", new_state_name=f"s{i}")
+    for i in range(10):
+        assert printed(kernel, f"print(sum(data{i}))", f"s{i}") == f"{sum(range(20_000))}\n"
+    assert kernel._store._loaded_bytes <= 2_000_000  # 10 lists of 0.7 MB were loaded in turn
+
+
+DAMAGE = {"overwritten": lambda path: open(path, "r+b").write(b"garbage" * 100),
+          "truncated": lambda path: os.truncate(path, os.path.getsize(path) // 2)}
+
+
+@pytest.mark.parametrize("damage", DAMAGE.values(), ids=DAMAGE.keys())
+def test_a_damaged_catalogue_is_refused_at_start(state_dir, damage):
+    kernel = SnapshotKernel(state_dir=state_dir)
+    for i in range(30):
+        ok(kernel, f"x{i} = list(range({i} * 100))")
+    kernel._store.close()  # the log folded into the catalogue, as at a clean stop
+    damage(os.path.join(state_dir, "catalog.sqlite"))
+    with pytest.raises(StoreError, match="cannot be read|damaged"):
+        restarted(state_dir)
+
+
+def test_a_truncated_blob_is_refused_at_start(state_dir):
+    pytest.importorskip("numpy")
+    ok(SnapshotKernel(state_dir=state_dir), "import numpy as np\nbig = np.ones(10 ** 6)")
+    blobs = os.path.join(state_dir, "blobs")
+    [name] = os.listdir(blobs)
+    path = os.path.join(blobs, name)
+    os.chmod(path, 0o644)
+    os.truncate(path, 1000)
+    with pytest.raises(StoreError, match="missing or truncated"):
+        restarted(state_dir)
+
+
+def test_a_state_directory_of_another_python_is_refused(state_dir):
+    ok(SnapshotKernel(state_dir=state_dir), "x = 1")
+    with sqlite3.connect(os.path.join(state_dir, "catalog.sqlite")) as db:
+        db.execute("UPDATE meta SET value = 'snapshot-kernel-1 cpython-2.7' WHERE key = 'format'")
+    with pytest.raises(StoreError, match="cpython-2.7"):
+        restarted(state_dir)
+    assert persist.FORMAT.startswith("snapshot-kernel-1 cpython-3.")
+
+
+def test_a_cell_running_when_the_server_stopped_is_reported_after(state_dir):
+    kernel = SnapshotKernel(state_dir=state_dir)
+    kernel._store.running("job", {"exec_id": "job", "state_name": "initial",
+                                  "new_state_name": "out", "timeout": 600,
+                                  "progress": "3/10", "checkpoints": [
+                                      {"state_name": "out@1", "progress": "3/10",
+                                       "timestamp": "t"}]})
+    kernel = restarted(state_dir)
+    report = kernel.execution("job")
+    assert report["status"] == "interrupted" and report["interrupt_reason"] == "restart"
+    assert report["reply"]["error"]["ename"] == "KernelRestart"
+    assert "'out@1'" in report["reply"]["error"]["evalue"]
+    assert stdout(kernel.execute("print(1)", "initial")) == "1\n"
