@@ -1,4 +1,4 @@
-"""The HTTP face of SnapshotKernel: token-checked Bottle routes on multi-threaded Cheroot.
+"""The HTTP face of SnapshotKernel: token-checked Bottle routes, served by ``server``.
 
     python -m snapshot_kernel.main --bind 127.0.0.1:8080 --token SECRET
 
@@ -12,19 +12,20 @@ import argparse
 import hmac
 import json
 import os
-import signal
+import re
 import sys
-import threading
 
 import bottle
-import cheroot.wsgi
 
 from . import kernel as k
+from .server import (DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD, DEFAULT_REQUEST_TIMEOUT,
+                     error_body, make_server, serve_until_signalled)
 
 TOKEN_ENV = "SNAPSHOT_KERNEL_TOKEN"
 DEFAULT_BIND = "127.0.0.1:8080"
 DEFAULT_THREADS = 16
 DEFAULT_MAX_BODY = 10 * 1024 * 1024
+MAX_JSON_DEPTH = 32  # request bodies are flat objects; this only has to stop a parse's recursion
 
 KERNEL_ERROR_STATUS = {
     k.InvalidArgument: 400,
@@ -116,12 +117,12 @@ def _token_matches(presented, expected):
 
 
 def _json_error(error):
-    """The one error body: ``{"error": message}`` as JSON, whatever the status."""
+    """The one error body, ``{"error": message}`` as JSON, whatever the status."""
     bottle.response.content_type = "application/json"
     message = error.body if isinstance(error.body, str) and error.body else error.status_line
     if error.status_code == 500:
         message = "internal server error; the server log has the traceback"
-    return json.dumps({"error": message})
+    return error_body(message)
 
 
 def _map_kernel_errors(callback):
@@ -160,20 +161,48 @@ def _json_body(max_body, fields):
 
 def _read_body(max_body):
     length = bottle.request.content_length
-    if length < 0 and "chunked" in bottle.request.get_header("Transfer-Encoding", "").lower():
+    # The raw WSGI value: bottle's get_header fails on bytes that are not UTF-8.
+    if length < 0 and bottle.request.environ.get("HTTP_TRANSFER_ENCODING"):
         raise bottle.HTTPError(411, "send the body with a Content-Length header")
     if length > max_body:
         raise bottle.HTTPError(413, f"the body is {length} bytes; the limit is {max_body}")
-    return bottle.request.environ["wsgi.input"].read(length) if length > 0 else b""
+    try:
+        return bottle.request.environ["wsgi.input"].read(length) if length > 0 else b""
+    except OSError:  # a socket timeout or reset: the body stopped coming
+        raise bottle.HTTPError(408, "the body stopped arriving before its Content-Length "
+                                    "was reached") from None
 
 
 def _parse_json(raw):
     if not raw.strip():
         raise bottle.HTTPError(400, "the body is empty; send a JSON object")
+    if _nests_too_deep(raw):
+        raise bottle.HTTPError(400, f"the body nests arrays and objects more than "
+                                    f"{MAX_JSON_DEPTH} deep")
     try:
         return json.loads(raw)
     except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError both are
         raise bottle.HTTPError(400, f"the body is not valid JSON: {exc}") from None
+
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _nests_too_deep(raw):
+    """True if ``raw``'s arrays and objects nest over MAX_JSON_DEPTH deep, strings aside.
+
+    Checked before parsing because json.loads recurses once per level, and
+    what a deep body then raises differs across CPython versions.
+    """
+    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+        return False  # the common case, decided at C speed
+    depth = 0
+    for bracket in _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS):
+        depth += 1 if bracket in b"[{" else -1
+        if depth > MAX_JSON_DEPTH:
+            return True
+    return False
 
 
 def _json_type(value):
@@ -206,10 +235,26 @@ def parse_args(argv=None):
                              f"expression's repr (default {k.DEFAULT_OUTPUT_LIMIT})")
     parser.add_argument("--max-body", type=_positive_int, default=DEFAULT_MAX_BODY,
                         help=f"largest request body in bytes (default {DEFAULT_MAX_BODY})")
+    _add_connection_limits(parser)
     args = parser.parse_args(argv)
     if not args.token:
         parser.error(f"no token: pass --token SECRET or set {TOKEN_ENV}")
     return args
+
+
+def _add_connection_limits(parser):
+    parser.add_argument("--max-connections", type=_positive_int, default=DEFAULT_MAX_CONNECTIONS,
+                        help="open connections at most; a new one displaces the one that has "
+                             "waited longest for a request, or is refused with a 503 "
+                             f"(default {DEFAULT_MAX_CONNECTIONS})")
+    parser.add_argument("--max-header", type=_positive_int, default=DEFAULT_MAX_HEAD,
+                        help="largest request line plus headers in bytes; more is a 414 or 431 "
+                             f"(default {DEFAULT_MAX_HEAD})")
+    parser.add_argument("--request-timeout", type=_positive_float,
+                        default=DEFAULT_REQUEST_TIMEOUT,
+                        help="seconds a client has to send a request line and headers, from "
+                             "connecting or from the previous reply; also the longest pause "
+                             f"allowed in a body (default {DEFAULT_REQUEST_TIMEOUT:g})")
 
 
 def _host_port(text):
@@ -225,39 +270,26 @@ def _positive_int(text):
     return int(text)
 
 
-def make_server(app, bind, threads):
-    """A Cheroot server for ``app``; call ``prepare()`` to bind it."""
-    return cheroot.wsgi.Server(bind, app, numthreads=threads,
-                               server_name="snapshot-kernel")
-
-
-def serve_until_signalled(server, kernel):
-    """Serve in a thread until SIGINT or SIGTERM, then stop cleanly.
-
-    The handlers only set an event: raising from a handler can interrupt the
-    main thread inside a queue operation and lose a worker's wake-up, which
-    made stop() wait forever.
-    """
-    stopping = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stopping.set())
-    serving = threading.Thread(target=server.serve, name="snapshot-kernel serve", daemon=True)
-    serving.start()
-    while serving.is_alive() and not stopping.wait(0.5):
-        pass
-    print("snapshot-kernel shutting down", file=sys.stderr, flush=True)
-    kernel.close()  # running cells would otherwise keep their workers, and stop(), waiting
-    server.stop()
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def main(argv=None):
     args = parse_args(argv)
     kernel = k.SnapshotKernel(timeout=args.timeout or None, output_limit=args.max_output)
-    server = make_server(create_app(kernel, args.token, args.max_body), args.bind, args.threads)
+    app = create_app(kernel, args.token, args.max_body)
+    server = make_server(app, args.bind, args.threads, args.max_connections, args.max_header,
+                         args.request_timeout)
     server.prepare()
     host, port = server.bind_addr[:2]
     print(f"snapshot-kernel listening on http://{host}:{port}", file=sys.stderr, flush=True)
-    serve_until_signalled(server, kernel)
+    serve_until_signalled(server, kernel.close)  # kernel.close: waiting requests answer at once
 
 
 if __name__ == "__main__":

@@ -161,6 +161,9 @@ BAD_REQUESTS = [
     pytest.param("/execute", b"null", "null", id="json-null"),
     pytest.param("/execute", b"", "empty", id="empty"),
     pytest.param("/execute", b"  \n", "empty", id="blank"),
+    pytest.param("/execute", b"[" * 1000 + b"]" * 1000, "deep", id="nested-1000-deep"),
+    pytest.param("/execute", b'{"code": ' + b"[" * 33 + b"]" * 33 + b"}", "deep",
+                 id="field-nested-33-deep"),
     pytest.param("/execute", {"state_name": "initial"}, "'code'", id="missing-code"),
     pytest.param("/execute", {"code": "x = 1"}, "'state_name'", id="missing-state_name"),
     pytest.param("/execute", {**GOOD, "code": None}, "'code'", id="code-null"),
@@ -228,6 +231,11 @@ def test_initial_cannot_be_overwritten_or_deleted(app):
     assert_json_error(overwrite, 409)
     assert_json_error(send(app, "DELETE", "/states/initial"), 409)
     assert app.get("/states/initial").json["variables"] == {}
+
+
+def test_brackets_inside_strings_do_not_count_towards_the_depth_limit(app):
+    code = 'x = 1  # ' + '"[{\\' * 100  # quotes and backslashes too, which JSON escapes
+    assert execute(app, code)["error"] is None
 
 
 def test_a_body_over_the_limit_is_413(kernel):
@@ -388,3 +396,12 @@ def test_reset_leaves_only_a_fresh_initial(app):
     assert app.post("/reset").json == {"states": ["initial"]}
     assert_json_error(send(app, "GET", "/states/old"), 404)
     assert state_names(app) == ["initial"]
+
+
+# -- requests the connection decides ---------------------------------------------------
+
+def test_transfer_encoding_without_content_length_is_411_whatever_its_bytes(app):
+    response = app.request("/execute", method="POST", expect_errors=True,
+                           environ={"SERVER_PROTOCOL": "HTTP/1.0",
+                                    "HTTP_TRANSFER_ENCODING": "\xff\xfe"})
+    assert_json_error(response, 411)
