@@ -14,16 +14,20 @@ import json
 import os
 import re
 import sys
+import threading
 
 import bottle
 
 from . import kernel as k
-from .server import (DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD, DEFAULT_REQUEST_TIMEOUT,
-                     error_body, make_server, serve_until_signalled)
+from .server import (CLIENT_GONE, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD,
+                     DEFAULT_REQUEST_TIMEOUT, RETRY_AFTER, error_body, make_server,
+                     serve_until_signalled)
 
 TOKEN_ENV = "SNAPSHOT_KERNEL_TOKEN"
 DEFAULT_BIND = "127.0.0.1:8080"
 DEFAULT_THREADS = 16
+CONTROL_THREADS = 4  # workers /execute never takes, so that control requests always find one
+DEFAULT_MAX_RUNNING = DEFAULT_THREADS - CONTROL_THREADS
 DEFAULT_MAX_BODY = 10 * 1024 * 1024
 MAX_JSON_DEPTH = 32  # request bodies are flat objects; this only has to stop a parse's recursion
 
@@ -44,8 +48,13 @@ EXECUTE_FIELDS = {"code": (_TEXT, True), "state_name": (_TEXT, True),
 INTERRUPT_FIELDS = {"exec_id": (_TEXT, True)}
 
 
-def create_app(kernel, token, max_body=DEFAULT_MAX_BODY):
-    """A Bottle app serving ``kernel`` to clients that present ``token``."""
+def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING):
+    """A Bottle app serving ``kernel`` to clients that present ``token``.
+
+    At most ``max_running`` requests to /execute are served at once; more are
+    refused with a 503, so that they never wait on a worker that control
+    requests (/interrupt, /executions, /reset, /states) need.
+    """
     if not token:
         raise ValueError("a non-empty token is required")
     app = bottle.Bottle()
@@ -53,13 +62,19 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY):
     expected = token.encode("utf-8")
     app.add_hook("before_request", lambda: _authorize(expected))
     app.install(_map_kernel_errors)
+    running = threading.BoundedSemaphore(max_running)
 
     @app.post("/execute")
     def execute():
-        body = _json_body(max_body, EXECUTE_FIELDS)
-        return kernel.execute(body["code"], body["state_name"], body.get("exec_id"),
-                              body.get("new_state_name"), body.get("timeout"),
-                              body.get("max_output"))
+        _take_execute_slot(running, max_running)
+        try:
+            body = _json_body(max_body, EXECUTE_FIELDS)
+            _refuse_if_client_gone()
+            return kernel.execute(body["code"], body["state_name"], body.get("exec_id"),
+                                  body.get("new_state_name"), body.get("timeout"),
+                                  body.get("max_output"))
+        finally:
+            running.release()
 
     @app.get("/executions")
     def list_executions():
@@ -75,11 +90,13 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY):
 
     @app.delete("/states/<name>")
     def delete_state(name):
+        _refuse_if_client_gone()
         kernel.delete(name)
         return {"deleted": name}
 
     @app.post("/reset")
     def reset():
+        _refuse_if_client_gone()
         return {"states": kernel.reset()}
 
     @app.post("/interrupt")
@@ -123,6 +140,23 @@ def _json_error(error):
     if error.status_code == 500:
         message = "internal server error; the server log has the traceback"
     return error_body(message)
+
+
+def _take_execute_slot(slots, limit):
+    """Take one of ``limit`` slots for an /execute, or refuse it at once with a 503."""
+    if not slots.acquire(blocking=False):
+        raise bottle.HTTPError(503, f"{limit} executions are in progress, the most this server "
+                                    "runs at once (--max-running); retry later",
+                               **{"Retry-After": RETRY_AFTER})
+
+
+def _refuse_if_client_gone():
+    """Do nothing for a client that hung up while its request waited for a worker."""
+    gone = bottle.request.environ.get(CLIENT_GONE)
+    if gone is not None and gone():
+        raise bottle.HTTPError("499 Client Closed Request",
+                               "the client closed the connection before the request ran; "
+                               "nothing was done")
 
 
 def _map_kernel_errors(callback):
@@ -227,6 +261,10 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=_positive_int, default=DEFAULT_THREADS,
                         help=f"HTTP worker threads, i.e. requests served at once "
                              f"(default {DEFAULT_THREADS})")
+    parser.add_argument("--max-running", type=_positive_int, default=None,
+                        help="/execute requests served at once; more are refused with a 503 "
+                             f"(default: --threads minus {CONTROL_THREADS}, at least 1; "
+                             "must be less than --threads)")
     parser.add_argument("--timeout", type=float, default=k.DEFAULT_TIMEOUT,
                         help="seconds a cell may run when its request names no timeout; "
                              f"0 for no limit (default {k.DEFAULT_TIMEOUT:g})")
@@ -239,6 +277,11 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if not args.token:
         parser.error(f"no token: pass --token SECRET or set {TOKEN_ENV}")
+    if args.max_running is None:
+        args.max_running = max(1, args.threads - CONTROL_THREADS)
+    if args.max_running >= args.threads:
+        parser.error(f"--max-running ({args.max_running}) must be less than --threads "
+                     f"({args.threads}), so that control requests always find a worker")
     return args
 
 
@@ -283,7 +326,7 @@ def _positive_float(text):
 def main(argv=None):
     args = parse_args(argv)
     kernel = k.SnapshotKernel(timeout=args.timeout or None, output_limit=args.max_output)
-    app = create_app(kernel, args.token, args.max_body)
+    app = create_app(kernel, args.token, args.max_body, args.max_running)
     server = make_server(app, args.bind, args.threads, args.max_connections, args.max_header,
                          args.request_timeout)
     server.prepare()

@@ -21,8 +21,10 @@ Transfer-Encoding, an HTTP version other than 1.x) carry the API's JSON error
 body. This is the only module that imports Cheroot.
 """
 
+import functools
 import json
 import re
+import select
 import selectors
 import signal
 import socket
@@ -33,6 +35,7 @@ import time
 import cheroot.server
 import cheroot.wsgi
 
+CLIENT_GONE = "snapshot_kernel.client_gone"  # environ key: a callable, true once the client left
 DEFAULT_MAX_CONNECTIONS = 256
 DEFAULT_MAX_HEAD = 16 * 1024
 DEFAULT_REQUEST_TIMEOUT = 10.0
@@ -120,8 +123,25 @@ def _discard_input(sock, limit=1 << 20):
         pass
 
 
+def client_gone(sock):
+    """True once the client has closed or reset ``sock``; never blocks."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    if not poller.poll(0):
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:  # reset
+        return True
+
+
 class Gateway(cheroot.wsgi.Gateway_10):
-    """WSGI 1.0, with no keep-alive after a refusal."""
+    """WSGI 1.0, plus ``environ[CLIENT_GONE]``, and no keep-alive after a refusal."""
+
+    def get_environ(self):
+        environ = super().get_environ()
+        environ[CLIENT_GONE] = functools.partial(client_gone, self.req.conn.socket)
+        return environ
 
     def start_response(self, status, headers, exc_info=None):
         # Close rather than drain: draining a refused body would let its sender hold a worker.

@@ -10,8 +10,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import webtest
 
+import helpers
 from conftest import TOKEN
 from snapshot_kernel.main import create_app
+from snapshot_kernel.server import CLIENT_GONE
 
 
 def wire(text):
@@ -399,6 +401,37 @@ def test_reset_leaves_only_a_fresh_initial(app):
 
 
 # -- requests the connection decides ---------------------------------------------------
+
+GONE_ROUTES = [
+    pytest.param("POST", "/execute", {"code": "y = 2", "state_name": "keep"}, id="execute"),
+    pytest.param("POST", "/reset", None, id="reset"),
+    pytest.param("DELETE", "/states/keep", None, id="delete"),
+]
+
+
+@pytest.mark.parametrize("method, path, body", GONE_ROUTES)
+def test_a_request_whose_client_has_gone_does_nothing(app, kernel, kept, method, path, body):
+    response = send(app, method, path, body, **{CLIENT_GONE: lambda: True})
+    assert_json_error(response, 499)
+    assert kernel.state_names() == ["initial", "keep"]
+    assert kernel.describe("keep") == kept
+
+
+def test_an_execute_past_max_running_is_503_with_retry_after(kernel, signal_name):
+    client = webtest.TestApp(create_app(kernel, TOKEN, max_running=1))
+    client.authorization = ("Bearer", TOKEN)
+    code = f"import helpers\nhelpers.{signal_name}.wait(10)"
+    first = threading.Thread(target=execute, args=(client, code), kwargs={"exec_id": "hold"})
+    first.start()
+    helpers.wait_until_running(kernel, "hold")
+    response = send(client, "POST", "/execute", GOOD)
+    assert_json_error(response, 503)
+    assert response.headers["Retry-After"] == "1" and "--max-running" in response.json["error"]
+    assert client.get("/executions").json["executions"][0]["exec_id"] == "hold"
+    getattr(helpers, signal_name).set()
+    first.join(10)
+    assert execute(client, "x = 1")["error"] is None  # the slot is free again
+
 
 def test_transfer_encoding_without_content_length_is_411_whatever_its_bytes(app):
     response = app.request("/execute", method="POST", expect_errors=True,

@@ -13,7 +13,7 @@ import pytest
 
 from attacks import (SLOW_BODY, SLOWLORIS, Attack, closed_by_peer, execute, flood_head,
                      peak_rss_kib, probe, probes_during)
-from test_server import (TIMEOUT, TOKEN, in_background, server,  # noqa: F401 (fixtures)
+from test_server import (TIMEOUT, TOKEN, call, in_background, server,  # noqa: F401 (fixtures)
                          start_server, wait_for)
 
 PROMPT = 1.0  # seconds: what "at once" means for a probe or a refusal
@@ -153,6 +153,66 @@ def test_a_refused_request_closes_its_connection(server):
     headers, _, rest = assert_json_refusal(exchange(server.port, GET_STATES + GET_STATES), 401)
     assert headers["connection"] == "close"
     assert rest == b""  # the pipelined second request was not served
+
+
+# -- control never starves --------------------------------------------------------------
+
+
+def answered_at_once(server, method, path, body=None):
+    start = time.monotonic()
+    answer = call(server.connect(), method, path, body)
+    assert time.monotonic() - start < PROMPT, f"{method} {path} took too long"
+    return answer
+
+
+def test_control_answers_at_once_while_16_cells_sleep(server):
+    """The default --max-running (12 of 16 threads) refuses four of the 16 at once."""
+    start = time.monotonic()
+    runners = [in_background(lambda: execute(server.port, "import time\ntime.sleep(40)", TIMEOUT))
+               for _ in range(16)]
+    wait_for(lambda: sum(1 for _, outcome in runners if outcome) == 4, "four refusals")
+    assert time.monotonic() - start < 2 * PROMPT
+    assert all(outcome[0][0] == 503 for _, outcome in runners if outcome)
+    wait_for(lambda: len(call(server.connect(), "GET", "/executions")[1]["executions"]) == 12,
+             "twelve cells to run")
+    status, listed = answered_at_once(server, "GET", "/executions")
+    assert (status, len(listed["executions"])) == (200, 12)
+    victim = listed["executions"][0]["exec_id"]
+    assert answered_at_once(server, "GET", "/states") == (200, {"states": ["initial"]})
+    assert answered_at_once(server, "POST", "/interrupt", {"exec_id": victim}) == (
+        200, {"interrupted": victim})
+    assert answered_at_once(server, "POST", "/reset") == (200, {"states": ["initial"]})
+    for thread, _ in runners:
+        thread.join(TIMEOUT)
+    errors = [reply["error"]["ename"] for status, reply in (o[0] for _, o in runners)
+              if status == 200]
+    assert len(errors) == 12  # the interrupted cell may finish before or after the reset
+    assert set(errors) <= {"KernelReset", "KeyboardInterrupt"}
+
+
+def test_a_request_whose_client_left_while_it_queued_is_not_run(start_server, tmp_path):
+    server = start_server(flags=["--threads", "3", "--max-running", "2"])
+    assert execute(server.port, "x = 1", new_state_name="keep")[0] == 200
+    release, ran = tmp_path / "release", tmp_path / "ran"
+    runner, _ = in_background(execute, server.port, blocking_cell(tmp_path / "started", release))
+    wait_for((tmp_path / "started").exists, "the cell to start")
+    stalled_head = with_token(b"POST /interrupt", b"Content-Length: 9\r\n")
+    stalled = Attack(server.port, 2, stalled_head + b"{")
+    time.sleep(0.5)  # the other two workers now wait for bodies that do not come
+    reset = Attack(server.port, 1, with_token(b"POST /reset", b"Content-Length: 0\r\n"))
+    cell = {"code": f"open({str(ran)!r}, 'w').close()", "state_name": "keep"}
+    execute_ = Attack(server.port, 1, with_json(b"/execute", cell))
+    time.sleep(0.3)
+    reset.stop()  # both clients give up waiting
+    execute_.stop()
+    time.sleep(0.3)
+    stalled.stop()  # frees the workers, which reach the requests of the clients who left first
+    assert probe(server.port) < PROMPT
+    time.sleep(0.3)
+    assert not ran.exists()
+    assert call(server.connect(), "GET", "/states") == (200, {"states": ["initial", "keep"]})
+    release.touch()
+    runner.join(TIMEOUT)
 
 
 # -- malformed requests -------------------------------------------------------------------
