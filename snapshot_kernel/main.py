@@ -20,7 +20,7 @@ import bottle
 
 from . import kernel as k
 from .server import (CLIENT_GONE, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD,
-                     DEFAULT_REQUEST_TIMEOUT, RETRY_AFTER, error_body, make_server,
+                     DEFAULT_REQUEST_TIMEOUT, RETRY_AFTER, error_body, exit_now, make_server,
                      serve_until_signalled)
 
 TOKEN_ENV = "SNAPSHOT_KERNEL_TOKEN"
@@ -333,6 +333,7 @@ def main(argv=None):
     host, port = server.bind_addr[:2]
     print(f"snapshot-kernel listening on http://{host}:{port}", file=sys.stderr, flush=True)
     serve_until_signalled(server, kernel.close)  # kernel.close: waiting requests answer at once
+    exit_now()  # without joining what cells left running: threads, executors, child processes
 
 
 if __name__ == "__main__":

@@ -6,15 +6,18 @@ themselves live in ``attacks.py``, which also measures them as a script.
 """
 
 import json
+import os
+import signal
 import socket
 import time
 
 import pytest
 
-from attacks import (SLOW_BODY, SLOWLORIS, Attack, closed_by_peer, execute, flood_head,
-                     peak_rss_kib, probe, probes_during)
+from attacks import (LEFT_BEHIND, SLOW_BODY, SLOWLORIS, Attack, closed_by_peer, execute,
+                     flood_head, peak_rss_kib, probe, probes_during, seconds_to_stop)
 from test_server import (TIMEOUT, TOKEN, call, in_background, server,  # noqa: F401 (fixtures)
                          start_server, wait_for)
+from snapshot_kernel.server import SHUTDOWN_TIMEOUT
 
 PROMPT = 1.0  # seconds: what "at once" means for a probe or a refusal
 GET_STATES = b"GET /states HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -254,3 +257,45 @@ def test_a_chunked_body_refused_with_411_is_not_read_as_the_next_request(server)
     headers, message, rest = assert_json_refusal(exchange(server.port, chunked + GET_STATES), 411)
     assert "Content-Length" in message and headers["connection"] == "close"
     assert rest == b""
+
+
+# -- shutdown -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", LEFT_BEHIND.values(), ids=LEFT_BEHIND)
+def test_sigterm_ends_the_server_whatever_a_cell_left_running(server, code):
+    status, reply = execute(server.port, code)
+    assert (status, reply["error"]) == (200, None)
+    assert seconds_to_stop(server, SHUTDOWN_TIMEOUT + 1) < SHUTDOWN_TIMEOUT
+    assert server.process.returncode == 0
+
+
+def test_sigterm_ends_the_server_while_clients_trickle(server):
+    attack = Attack(server.port, 20, *SLOWLORIS, interval=0.1)
+    try:
+        assert seconds_to_stop(server, SHUTDOWN_TIMEOUT + 1) < SHUTDOWN_TIMEOUT
+    finally:
+        attack.stop()
+
+
+def test_a_process_a_cell_starts_can_be_terminated(server):
+    code = ("import multiprocessing, time\n"
+            "p = multiprocessing.Process(target=time.sleep, args=(60,))\n"
+            "p.start()\np.terminate()\np.join(3)\np.exitcode")
+    status, reply = execute(server.port, code)
+    assert (status, reply["output"][-1]["data"]["text/plain"]) == (200, str(-signal.SIGTERM))
+
+
+def test_a_forked_child_does_not_keep_the_port(start_server):
+    first = start_server()
+    code = "import os, time\npid = os.fork()\nif pid == 0:\n    time.sleep(30)\n    os._exit(0)\n"
+    status, reply = execute(first.port, code + "pid")
+    assert (status, reply["error"]) == (200, None)
+    child = int(reply["output"][-1]["data"]["text/plain"])
+    try:
+        assert seconds_to_stop(first, SHUTDOWN_TIMEOUT + 1) < SHUTDOWN_TIMEOUT
+        os.kill(child, 0)  # still alive, and it was forked with the listening socket
+        second = start_server(flags=["--bind", f"127.0.0.1:{first.port}"])
+        assert (second.port, probe(second.port) < PROMPT) == (first.port, True)
+    finally:
+        os.kill(child, signal.SIGKILL)
