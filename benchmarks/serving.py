@@ -1,8 +1,8 @@
 """Two servers on loopback, served the same way, and a keep-alive client for them.
 
 Both run Cheroot on 127.0.0.1:0 in a daemon thread of this process, built by
-``snapshot_kernel.main.make_server``: the snapshot kernel's app, and a bare
-Bottle app whose POST /execute does no work. Only the app differs.
+``snapshot_kernel.server.make_server``: the snapshot kernel's app, and a bare
+Bottle app whose POST /execute only reads its body. Only the app differs.
 """
 
 import http.client
@@ -16,18 +16,24 @@ from contextlib import contextmanager
 import bottle
 
 from snapshot_kernel.kernel import SnapshotKernel
-from snapshot_kernel.main import create_app, make_server
+from snapshot_kernel.main import create_app
+from snapshot_kernel.server import make_server
 
 TOKEN = "benchmark-token"
 HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 
 
 def bare_app():
-    """A Bottle app whose POST /execute answers a constant JSON object."""
+    """A Bottle app whose POST /execute reads its body and answers a constant JSON object.
+
+    It reads the body as any real endpoint does: the server closes a connection
+    whose request body was left unread, and reconnecting would be timed too.
+    """
     app = bottle.Bottle()
 
     @app.post("/execute")
     def execute():
+        bottle.request.body.read()
         return {"ok": True}
 
     return app

@@ -1,4 +1,4 @@
-"""The HTTP face of SnapshotKernel: token-checked Bottle routes on multi-threaded Cheroot.
+"""The HTTP face of SnapshotKernel: token-checked Bottle routes, served by ``server``.
 
     python -m snapshot_kernel.main --bind 127.0.0.1:8080 --token SECRET
 
@@ -12,19 +12,24 @@ import argparse
 import hmac
 import json
 import os
-import signal
+import re
 import sys
 import threading
 
 import bottle
-import cheroot.wsgi
 
 from . import kernel as k
+from .server import (CLIENT_GONE, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD,
+                     DEFAULT_REQUEST_TIMEOUT, RETRY_AFTER, error_body, exit_now, make_server,
+                     serve_until_signalled)
 
 TOKEN_ENV = "SNAPSHOT_KERNEL_TOKEN"
 DEFAULT_BIND = "127.0.0.1:8080"
 DEFAULT_THREADS = 16
+CONTROL_THREADS = 4  # workers /execute never takes, so that control requests always find one
+DEFAULT_MAX_RUNNING = DEFAULT_THREADS - CONTROL_THREADS
 DEFAULT_MAX_BODY = 10 * 1024 * 1024
+MAX_JSON_DEPTH = 32  # request bodies are flat objects; this only has to stop a parse's recursion
 
 KERNEL_ERROR_STATUS = {
     k.InvalidArgument: 400,
@@ -43,8 +48,13 @@ EXECUTE_FIELDS = {"code": (_TEXT, True), "state_name": (_TEXT, True),
 INTERRUPT_FIELDS = {"exec_id": (_TEXT, True)}
 
 
-def create_app(kernel, token, max_body=DEFAULT_MAX_BODY):
-    """A Bottle app serving ``kernel`` to clients that present ``token``."""
+def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING):
+    """A Bottle app serving ``kernel`` to clients that present ``token``.
+
+    At most ``max_running`` requests to /execute are served at once; more are
+    refused with a 503, so that they never wait on a worker that control
+    requests (/interrupt, /executions, /reset, /states) need.
+    """
     if not token:
         raise ValueError("a non-empty token is required")
     app = bottle.Bottle()
@@ -52,13 +62,19 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY):
     expected = token.encode("utf-8")
     app.add_hook("before_request", lambda: _authorize(expected))
     app.install(_map_kernel_errors)
+    running = threading.BoundedSemaphore(max_running)
 
     @app.post("/execute")
     def execute():
-        body = _json_body(max_body, EXECUTE_FIELDS)
-        return kernel.execute(body["code"], body["state_name"], body.get("exec_id"),
-                              body.get("new_state_name"), body.get("timeout"),
-                              body.get("max_output"))
+        _take_execute_slot(running, max_running)
+        try:
+            body = _json_body(max_body, EXECUTE_FIELDS)
+            _refuse_if_client_gone()
+            return kernel.execute(body["code"], body["state_name"], body.get("exec_id"),
+                                  body.get("new_state_name"), body.get("timeout"),
+                                  body.get("max_output"))
+        finally:
+            running.release()
 
     @app.get("/executions")
     def list_executions():
@@ -74,11 +90,13 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY):
 
     @app.delete("/states/<name>")
     def delete_state(name):
+        _refuse_if_client_gone()
         kernel.delete(name)
         return {"deleted": name}
 
     @app.post("/reset")
     def reset():
+        _refuse_if_client_gone()
         return {"states": kernel.reset()}
 
     @app.post("/interrupt")
@@ -116,12 +134,29 @@ def _token_matches(presented, expected):
 
 
 def _json_error(error):
-    """The one error body: ``{"error": message}`` as JSON, whatever the status."""
+    """The one error body, ``{"error": message}`` as JSON, whatever the status."""
     bottle.response.content_type = "application/json"
     message = error.body if isinstance(error.body, str) and error.body else error.status_line
     if error.status_code == 500:
         message = "internal server error; the server log has the traceback"
-    return json.dumps({"error": message})
+    return error_body(message)
+
+
+def _take_execute_slot(slots, limit):
+    """Take one of ``limit`` slots for an /execute, or refuse it at once with a 503."""
+    if not slots.acquire(blocking=False):
+        raise bottle.HTTPError(503, f"{limit} executions are in progress, the most this server "
+                                    "runs at once (--max-running); retry later",
+                               **{"Retry-After": RETRY_AFTER})
+
+
+def _refuse_if_client_gone():
+    """Do nothing for a client that hung up while its request waited for a worker."""
+    gone = bottle.request.environ.get(CLIENT_GONE)
+    if gone is not None and gone():
+        raise bottle.HTTPError("499 Client Closed Request",
+                               "the client closed the connection before the request ran; "
+                               "nothing was done")
 
 
 def _map_kernel_errors(callback):
@@ -160,20 +195,48 @@ def _json_body(max_body, fields):
 
 def _read_body(max_body):
     length = bottle.request.content_length
-    if length < 0 and "chunked" in bottle.request.get_header("Transfer-Encoding", "").lower():
+    # The raw WSGI value: bottle's get_header fails on bytes that are not UTF-8.
+    if length < 0 and bottle.request.environ.get("HTTP_TRANSFER_ENCODING"):
         raise bottle.HTTPError(411, "send the body with a Content-Length header")
     if length > max_body:
         raise bottle.HTTPError(413, f"the body is {length} bytes; the limit is {max_body}")
-    return bottle.request.environ["wsgi.input"].read(length) if length > 0 else b""
+    try:
+        return bottle.request.environ["wsgi.input"].read(length) if length > 0 else b""
+    except OSError:  # a socket timeout or reset: the body stopped coming
+        raise bottle.HTTPError(408, "the body stopped arriving before its Content-Length "
+                                    "was reached") from None
 
 
 def _parse_json(raw):
     if not raw.strip():
         raise bottle.HTTPError(400, "the body is empty; send a JSON object")
+    if _nests_too_deep(raw):
+        raise bottle.HTTPError(400, f"the body nests arrays and objects more than "
+                                    f"{MAX_JSON_DEPTH} deep")
     try:
         return json.loads(raw)
     except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError both are
         raise bottle.HTTPError(400, f"the body is not valid JSON: {exc}") from None
+
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _nests_too_deep(raw):
+    """True if ``raw``'s arrays and objects nest over MAX_JSON_DEPTH deep, strings aside.
+
+    Checked before parsing because json.loads recurses once per level, and
+    what a deep body then raises differs across CPython versions.
+    """
+    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+        return False  # the common case, decided at C speed
+    depth = 0
+    for bracket in _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS):
+        depth += 1 if bracket in b"[{" else -1
+        if depth > MAX_JSON_DEPTH:
+            return True
+    return False
 
 
 def _json_type(value):
@@ -198,6 +261,10 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=_positive_int, default=DEFAULT_THREADS,
                         help=f"HTTP worker threads, i.e. requests served at once "
                              f"(default {DEFAULT_THREADS})")
+    parser.add_argument("--max-running", type=_positive_int, default=None,
+                        help="/execute requests served at once; more are refused with a 503 "
+                             f"(default: --threads minus {CONTROL_THREADS}, at least 1; "
+                             "must be less than --threads)")
     parser.add_argument("--timeout", type=float, default=k.DEFAULT_TIMEOUT,
                         help="seconds a cell may run when its request names no timeout; "
                              f"0 for no limit (default {k.DEFAULT_TIMEOUT:g})")
@@ -206,10 +273,31 @@ def parse_args(argv=None):
                              f"expression's repr (default {k.DEFAULT_OUTPUT_LIMIT})")
     parser.add_argument("--max-body", type=_positive_int, default=DEFAULT_MAX_BODY,
                         help=f"largest request body in bytes (default {DEFAULT_MAX_BODY})")
+    _add_connection_limits(parser)
     args = parser.parse_args(argv)
     if not args.token:
         parser.error(f"no token: pass --token SECRET or set {TOKEN_ENV}")
+    if args.max_running is None:
+        args.max_running = max(1, args.threads - CONTROL_THREADS)
+    if args.max_running >= args.threads:
+        parser.error(f"--max-running ({args.max_running}) must be less than --threads "
+                     f"({args.threads}), so that control requests always find a worker")
     return args
+
+
+def _add_connection_limits(parser):
+    parser.add_argument("--max-connections", type=_positive_int, default=DEFAULT_MAX_CONNECTIONS,
+                        help="open connections at most; a new one displaces the one that has "
+                             "waited longest for a request, or is refused with a 503 "
+                             f"(default {DEFAULT_MAX_CONNECTIONS})")
+    parser.add_argument("--max-header", type=_positive_int, default=DEFAULT_MAX_HEAD,
+                        help="largest request line plus headers in bytes; more is a 414 or 431 "
+                             f"(default {DEFAULT_MAX_HEAD})")
+    parser.add_argument("--request-timeout", type=_positive_float,
+                        default=DEFAULT_REQUEST_TIMEOUT,
+                        help="seconds a client has to send a request line and headers, from "
+                             "connecting or from the previous reply; also the longest pause "
+                             f"allowed in a body (default {DEFAULT_REQUEST_TIMEOUT:g})")
 
 
 def _host_port(text):
@@ -225,39 +313,27 @@ def _positive_int(text):
     return int(text)
 
 
-def make_server(app, bind, threads):
-    """A Cheroot server for ``app``; call ``prepare()`` to bind it."""
-    return cheroot.wsgi.Server(bind, app, numthreads=threads,
-                               server_name="snapshot-kernel")
-
-
-def serve_until_signalled(server, kernel):
-    """Serve in a thread until SIGINT or SIGTERM, then stop cleanly.
-
-    The handlers only set an event: raising from a handler can interrupt the
-    main thread inside a queue operation and lose a worker's wake-up, which
-    made stop() wait forever.
-    """
-    stopping = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stopping.set())
-    serving = threading.Thread(target=server.serve, name="snapshot-kernel serve", daemon=True)
-    serving.start()
-    while serving.is_alive() and not stopping.wait(0.5):
-        pass
-    print("snapshot-kernel shutting down", file=sys.stderr, flush=True)
-    kernel.close()  # running cells would otherwise keep their workers, and stop(), waiting
-    server.stop()
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def main(argv=None):
     args = parse_args(argv)
     kernel = k.SnapshotKernel(timeout=args.timeout or None, output_limit=args.max_output)
-    server = make_server(create_app(kernel, args.token, args.max_body), args.bind, args.threads)
+    app = create_app(kernel, args.token, args.max_body, args.max_running)
+    server = make_server(app, args.bind, args.threads, args.max_connections, args.max_header,
+                         args.request_timeout)
     server.prepare()
     host, port = server.bind_addr[:2]
     print(f"snapshot-kernel listening on http://{host}:{port}", file=sys.stderr, flush=True)
-    serve_until_signalled(server, kernel)
+    serve_until_signalled(server, kernel.close)  # kernel.close: waiting requests answer at once
+    exit_now()  # without joining what cells left running: threads, executors, child processes
 
 
 if __name__ == "__main__":

@@ -10,8 +10,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import webtest
 
+import helpers
 from conftest import TOKEN
 from snapshot_kernel.main import create_app
+from snapshot_kernel.server import CLIENT_GONE
 
 
 def wire(text):
@@ -161,6 +163,9 @@ BAD_REQUESTS = [
     pytest.param("/execute", b"null", "null", id="json-null"),
     pytest.param("/execute", b"", "empty", id="empty"),
     pytest.param("/execute", b"  \n", "empty", id="blank"),
+    pytest.param("/execute", b"[" * 1000 + b"]" * 1000, "deep", id="nested-1000-deep"),
+    pytest.param("/execute", b'{"code": ' + b"[" * 33 + b"]" * 33 + b"}", "deep",
+                 id="field-nested-33-deep"),
     pytest.param("/execute", {"state_name": "initial"}, "'code'", id="missing-code"),
     pytest.param("/execute", {"code": "x = 1"}, "'state_name'", id="missing-state_name"),
     pytest.param("/execute", {**GOOD, "code": None}, "'code'", id="code-null"),
@@ -228,6 +233,11 @@ def test_initial_cannot_be_overwritten_or_deleted(app):
     assert_json_error(overwrite, 409)
     assert_json_error(send(app, "DELETE", "/states/initial"), 409)
     assert app.get("/states/initial").json["variables"] == {}
+
+
+def test_brackets_inside_strings_do_not_count_towards_the_depth_limit(app):
+    code = 'x = 1  # ' + '"[{\\' * 100  # quotes and backslashes too, which JSON escapes
+    assert execute(app, code)["error"] is None
 
 
 def test_a_body_over_the_limit_is_413(kernel):
@@ -388,3 +398,43 @@ def test_reset_leaves_only_a_fresh_initial(app):
     assert app.post("/reset").json == {"states": ["initial"]}
     assert_json_error(send(app, "GET", "/states/old"), 404)
     assert state_names(app) == ["initial"]
+
+
+# -- requests the connection decides ---------------------------------------------------
+
+GONE_ROUTES = [
+    pytest.param("POST", "/execute", {"code": "y = 2", "state_name": "keep"}, id="execute"),
+    pytest.param("POST", "/reset", None, id="reset"),
+    pytest.param("DELETE", "/states/keep", None, id="delete"),
+]
+
+
+@pytest.mark.parametrize("method, path, body", GONE_ROUTES)
+def test_a_request_whose_client_has_gone_does_nothing(app, kernel, kept, method, path, body):
+    response = send(app, method, path, body, **{CLIENT_GONE: lambda: True})
+    assert_json_error(response, 499)
+    assert kernel.state_names() == ["initial", "keep"]
+    assert kernel.describe("keep") == kept
+
+
+def test_an_execute_past_max_running_is_503_with_retry_after(kernel, signal_name):
+    client = webtest.TestApp(create_app(kernel, TOKEN, max_running=1))
+    client.authorization = ("Bearer", TOKEN)
+    code = f"import helpers\nhelpers.{signal_name}.wait(10)"
+    first = threading.Thread(target=execute, args=(client, code), kwargs={"exec_id": "hold"})
+    first.start()
+    helpers.wait_until_running(kernel, "hold")
+    response = send(client, "POST", "/execute", GOOD)
+    assert_json_error(response, 503)
+    assert response.headers["Retry-After"] == "1" and "--max-running" in response.json["error"]
+    assert client.get("/executions").json["executions"][0]["exec_id"] == "hold"
+    getattr(helpers, signal_name).set()
+    first.join(10)
+    assert execute(client, "x = 1")["error"] is None  # the slot is free again
+
+
+def test_transfer_encoding_without_content_length_is_411_whatever_its_bytes(app):
+    response = app.request("/execute", method="POST", expect_errors=True,
+                           environ={"SERVER_PROTOCOL": "HTTP/1.0",
+                                    "HTTP_TRANSFER_ENCODING": "\xff\xfe"})
+    assert_json_error(response, 411)

@@ -1,0 +1,310 @@
+"""The Cheroot seam: a WSGI server that idle, slow or hostile clients cannot tie up.
+
+Stock Cheroot hands each new connection to a worker thread, which then blocks
+reading the request: 16 idle sockets, or slowloris clients sending a header
+byte at a time, hold every worker. Here the selector thread that Cheroot runs
+for kept-alive connections also reads each request's head (the request line
+and the headers) without blocking, into the connection's own read buffer, and
+a worker gets the connection only once the whole head is there. Hence:
+
+- a head must arrive within ``request_timeout`` s of the connection opening
+  (or of the previous reply on it), or the connection is closed;
+- a head over ``max_head`` bytes is refused (414, 431) once that many bytes
+  have come, so a connection never costs more than ``max_head`` of buffer;
+- at most ``max_connections`` are open: a new one displaces the connection
+  that has waited longest for a head, or gets a 503 if none is waiting;
+- a 401, or a reply that leaves part of the request body unread, closes the
+  connection, so a refused body is never read nor parsed as the next request.
+
+Cheroot's own refusals (a malformed request line or header, an unknown
+Transfer-Encoding, an HTTP version other than 1.x) carry the API's JSON error
+body. This is the only module that imports Cheroot.
+"""
+
+import functools
+import json
+import os
+import re
+import select
+import selectors
+import signal
+import socket
+import sys
+import threading
+import time
+
+import cheroot.server
+import cheroot.wsgi
+
+CLIENT_GONE = "snapshot_kernel.client_gone"  # environ key: a callable, true once the client left
+DEFAULT_MAX_CONNECTIONS = 256
+DEFAULT_MAX_HEAD = 16 * 1024
+DEFAULT_REQUEST_TIMEOUT = 10.0
+SHUTDOWN_TIMEOUT = 5.0       # seconds from SIGINT/SIGTERM to the process's exit, at most
+WORKER_STOP_TIMEOUT = 2.0    # seconds Cheroot waits for busy workers before closing their sockets
+RETRY_AFTER = "1"            # seconds, sent with every 503
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+_WAITING, _READY, _GONE = "waiting", "ready", "gone"
+
+
+def error_body(message):
+    """The API's one error shape, ``{"error": message}``, as JSON text."""
+    return json.dumps({"error": message})
+
+
+def error_response(status, message, headers=()):
+    """A whole HTTP reply carrying ``error_body(message)``, which closes the connection."""
+    body = error_body(message).encode("utf-8")
+    lines = [f"HTTP/1.1 {status}", "Content-Type: application/json",
+             f"Content-Length: {len(body)}", "Connection: close", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+class Request(cheroot.server.HTTPRequest):
+    """Cheroot's request parser, with its own refusals in the API's JSON shape."""
+
+    def simple_response(self, status, msg=""):
+        self.close_connection = True  # Cheroot closes the connection after each of these anyway
+        status = str(status)
+        message = msg.decode("latin-1") if isinstance(msg, bytes) else msg
+        try:
+            self.conn.wfile.write(error_response(status, message or status[4:]))
+        except OSError:  # the client has gone; there is no one to tell
+            pass
+
+
+class Connection(cheroot.server.HTTPConnection):
+    """A client connection that holds one of the server's slots until it is closed."""
+
+    RequestHandlerClass = Request
+
+    def __init__(self, server, sock, makefile):
+        self.rbufsize = server.max_head  # the head gate gathers a whole head in this buffer
+        super().__init__(server, sock, makefile)
+        self.last_used = time.time()  # the first request's deadline counts from the accept
+        self.admitted = False
+
+    def head_status(self):
+        """Read what has arrived without blocking: ready, waiting, gone, or an error status."""
+        self.socket.settimeout(0)
+        try:
+            buffered = self.rfile.peek(self.rbufsize)
+            if _HEAD_END.search(buffered, 0, self.rbufsize):
+                return _READY
+            if len(buffered) >= self.rbufsize and b"\n" not in buffered:
+                return "414 URI Too Long"
+            if len(buffered) >= self.rbufsize:
+                return "431 Request Header Fields Too Large"
+            return _GONE if _at_eof(self.socket) else _WAITING
+        except OSError:  # reset by the client
+            return _GONE
+
+    def close(self):
+        _discard_input(self.socket)  # unread input would make close() reset the connection,
+        super().close()              # and a reset can destroy the reply before it is read
+        if self.admitted:
+            self.admitted = False
+            self.server.slots.release()
+
+
+def _at_eof(sock):
+    """True if the peer has closed its side; ``sock`` must be non-blocking."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except BlockingIOError:
+        return False
+
+
+def _discard_input(sock, limit=1 << 20):
+    """Drop up to ``limit`` bytes that have arrived and not been read; never blocks."""
+    try:
+        sock.settimeout(0)
+        while limit > 0 and sock.recv(min(limit, 65536)):
+            limit -= 65536
+    except OSError:  # nothing more to read now (BlockingIOError), reset, or already closed
+        pass
+
+
+def client_gone(sock):
+    """True once the client has closed or reset ``sock``; never blocks."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    if not poller.poll(0):
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:  # reset
+        return True
+
+
+class Gateway(cheroot.wsgi.Gateway_10):
+    """WSGI 1.0, plus ``environ[CLIENT_GONE]``, and no keep-alive after a refusal."""
+
+    def get_environ(self):
+        environ = super().get_environ()
+        environ[CLIENT_GONE] = functools.partial(client_gone, self.req.conn.socket)
+        return environ
+
+    def start_response(self, status, headers, exc_info=None):
+        # Close rather than drain: draining a refused body would let its sender hold a worker.
+        if status.startswith("401") or _body_unread(self.req):
+            self.req.close_connection = True
+        return super().start_response(status, headers, exc_info)
+
+
+def _body_unread(req):
+    if req.chunked_read:
+        return not req.rfile.closed  # set once the last chunk has been read
+    if b"Transfer-Encoding" in req.inheaders:
+        return True  # HTTP/1.0: Cheroot cannot tell where such a body ends
+    return req.rfile.remaining > 0
+
+
+class Server(cheroot.wsgi.Server):
+    """Cheroot, with the head gate and the connection bound described in this module."""
+
+    ConnectionClass = Connection
+
+    def __init__(self, bind, app, threads, max_connections, max_head, request_timeout):
+        # A listen backlog that fills drops SYNs, and their clients retry only after a second.
+        super().__init__(bind, app, numthreads=threads, server_name="snapshot-kernel",
+                         request_queue_size=socket.SOMAXCONN, timeout=request_timeout,
+                         shutdown_timeout=WORKER_STOP_TIMEOUT)
+        self.gateway = Gateway
+        self.max_head = max_head
+        self.max_request_header_size = max_head
+        self.keep_alive_conn_limit = None  # max_connections bounds idle connections too
+        self.max_connections = max_connections
+        self.slots = threading.BoundedSemaphore(max_connections)
+
+    def process_conn(self, conn):
+        """Give ``conn`` to a worker once its request head has arrived; never blocks."""
+        if not conn.admitted and not self._admit(conn):
+            self._refuse(conn, "503 Service Unavailable",
+                         f"the server has {self.max_connections} connections open, its limit "
+                         "(--max-connections), and is serving all of them; retry later")
+            return
+        status = conn.head_status()
+        if status is _WAITING:
+            self._connections._selector.register(conn.socket.fileno(), selectors.EVENT_READ,
+                                                 data=conn)
+        elif status is _READY:
+            conn.socket.settimeout(self.timeout)
+            self.requests.put(conn)
+        elif status is _GONE:
+            conn.close()
+        else:
+            self._refuse(conn, status, f"the request line and headers must fit in "
+                                       f"{self.max_head} bytes (--max-header)")
+
+    def put_conn(self, conn):
+        """Wait for the next request on a kept-alive connection, through the head gate."""
+        if not self.ready:
+            conn.close()
+            return
+        conn.last_used = time.time()  # the idle connection expires request_timeout from now
+        self.process_conn(conn)
+
+    def _admit(self, conn):
+        """Give ``conn`` a slot, closing the connection that has waited longest for a head."""
+        if not self.slots.acquire(blocking=False):
+            waiting = [c for _, c in self._connections._selector.connections if c is not self]
+            if not waiting:
+                return False
+            oldest = min(waiting, key=lambda c: c.last_used)
+            self._connections._selector.unregister(oldest.socket.fileno())
+            oldest.close()
+            if not self.slots.acquire(blocking=False):
+                return False
+        conn.admitted = True
+        return True
+
+    def _refuse(self, conn, status, message):
+        conn.socket.settimeout(0)  # this runs on the selector thread: never wait on a client
+        try:
+            conn.socket.send(error_response(status, message, [f"Retry-After: {RETRY_AFTER}"]
+                                            if status.startswith("503") else []))
+        except OSError:  # a full buffer or a reset: the client is not listening
+            pass
+        conn.close()
+
+
+def make_server(app, bind, threads, max_connections=DEFAULT_MAX_CONNECTIONS,
+                max_head=DEFAULT_MAX_HEAD, request_timeout=DEFAULT_REQUEST_TIMEOUT):
+    """A ``Server`` for ``app``; call ``prepare()`` to bind it."""
+    return Server(bind, app, threads, max_connections, max_head, request_timeout)
+
+
+# -- the process ------------------------------------------------------------------------
+
+
+def serve_until_signalled(server, on_stop):
+    """Serve until SIGINT or SIGTERM, call ``on_stop()``, and stop within SHUTDOWN_TIMEOUT.
+
+    The handlers only set an event: raising from a handler can interrupt the
+    main thread inside a queue operation and lose a worker's wake-up. Cheroot's
+    ``stop()`` can still wait without end on a worker (it joins without a
+    timeout after closing the worker's socket), so it runs in a thread that is
+    abandoned at the deadline. Call ``exit_now()`` next.
+    """
+    stopping = threading.Event()
+    _install_signal_handlers(server, stopping)
+    serving = threading.Thread(target=server.serve, name="snapshot-kernel serve", daemon=True)
+    serving.start()
+    while serving.is_alive() and not stopping.wait(0.5):
+        pass
+    deadline = time.monotonic() + SHUTDOWN_TIMEOUT - 0.5
+    print("snapshot-kernel shutting down", file=sys.stderr, flush=True)
+    on_stop()
+    stopper = threading.Thread(target=server.stop, name="snapshot-kernel stop", daemon=True)
+    stopper.start()
+    stopper.join(max(0.0, deadline - time.monotonic()))
+    _terminate_children()
+
+
+def _install_signal_handlers(server, stopping):
+    """SIGINT and SIGTERM set ``stopping``; processes that cells fork get neither handler."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, lambda *_: stopping.set())
+    os.register_at_fork(before=functools.partial(signal.pthread_sigmask, signal.SIG_BLOCK,
+                                                 STOP_SIGNALS),
+                        after_in_parent=functools.partial(signal.pthread_sigmask,
+                                                          signal.SIG_UNBLOCK, STOP_SIGNALS),
+                        after_in_child=functools.partial(_after_fork_in_child, server))
+
+
+def _after_fork_in_child(server):
+    """In a process a cell forked: no listening socket, and Python's default signal handlers.
+
+    Without this the child keeps the port bound after the server has exited,
+    and ``Process.terminate()`` only sets the copied server's stop event. The
+    stop signals are blocked across the fork, because CPython drops signals
+    that reach a child before its Python handlers run; one sent meanwhile, as
+    by ``start()`` then ``terminate()``, is delivered by the unblocking.
+    """
+    listening = server.socket
+    if listening is not None:
+        listening.close()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+def _terminate_children():
+    """SIGTERM the multiprocessing children that cells left: the exit will not wait for them."""
+    multiprocessing = sys.modules.get("multiprocessing")
+    if multiprocessing is not None:
+        for child in multiprocessing.active_children():
+            child.terminate()
+
+
+def exit_now(code=0):
+    """End the process now, skipping the joins and atexit hooks that cells' leftovers block."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or broken: nothing more can be said on it
+            pass
+    os._exit(code)
