@@ -224,6 +224,12 @@ class SnapshotKernel:
         with self._lock:
             return [run.summary() for run in self._runs.running.values()]
 
+    def finished_executions(self):
+        """Summaries of the finished executions still kept, the latest first."""
+        with self._lock:
+            self._runs.prune()
+            return [run.summary() for run in reversed(self._runs.finished.values())]
+
     def close(self):
         """Interrupt every execution and make waiting requests answer at once."""
         with self._lock:

@@ -8,52 +8,51 @@ An exception raised by a cell is not an HTTP error: it is a 200 whose ``error``
 is set.
 """
 
-import argparse
+import contextlib
 import hmac
 import json
-import os
 import re
 import sys
 import threading
 
 import bottle
 
-from . import kernel as k
-from .server import (CLIENT_GONE, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD,
-                     DEFAULT_REQUEST_TIMEOUT, RETRY_AFTER, error_body, exit_now, make_server,
-                     serve_until_signalled)
-
-TOKEN_ENV = "SNAPSHOT_KERNEL_TOKEN"
-DEFAULT_BIND = "127.0.0.1:8080"
-DEFAULT_THREADS = 16
-CONTROL_THREADS = 4  # workers /execute never takes, so that control requests always find one
-DEFAULT_MAX_RUNNING = DEFAULT_THREADS - CONTROL_THREADS
-DEFAULT_MAX_BODY = 10 * 1024 * 1024
+from . import errors, openapi
+from .render import render_text
+from .store import StoreError
+from .cli import DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, kernel_from, parse_args
+from .server import CLIENT_GONE, RETRY_AFTER, error_body, exit_now, make_server, serve_until_signalled
 MAX_JSON_DEPTH = 32  # request bodies are flat objects; this only has to stop a parse's recursion
 
 KERNEL_ERROR_STATUS = {
-    k.InvalidArgument: 400,
-    k.UnknownState: 404,
-    k.UnknownExecution: 404,
-    k.StateExists: 409,
-    k.ExecutionExists: 409,
-    k.ProtectedState: 409,
+    errors.InvalidArgument: 400,
+    errors.UnknownState: 404,
+    errors.UnknownExecution: 404,
+    errors.StateExists: 409,
+    errors.ExecutionExists: 409,
+    errors.ProtectedState: 409,
 }
 
 # Request fields: name -> (JSON types accepted, required).
-_TEXT, _NUMBER, _WHOLE = (str,), (int, float), (int,)
+_TEXT, _NUMBER, _WHOLE, _BOOL = (str,), (int, float), (int,), (bool,)
 EXECUTE_FIELDS = {"code": (_TEXT, True), "state_name": (_TEXT, True),
                   "exec_id": (_TEXT, False), "new_state_name": (_TEXT, False),
-                  "timeout": (_NUMBER, False), "max_output": (_WHOLE, False)}
+                  "timeout": (_NUMBER, False), "max_output": (_WHOLE, False),
+                  "wait": (_BOOL, False), "format": (_TEXT, False)}
 INTERRUPT_FIELDS = {"exec_id": (_TEXT, True)}
+FORMATS = ("json", "text")
+MAX_POLL = 60.0   # seconds ?wait= may hold a request
+WAIT_SLICE = 0.25  # seconds between checks that a waiting client is still there
+DEFAULT_PAGE = 100_000  # characters of full output a page holds unless ?limit= says
 
 
 def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING):
     """A Bottle app serving ``kernel`` to clients that present ``token``.
 
-    At most ``max_running`` requests to /execute are served at once; more are
-    refused with a 503, so that they never wait on a worker that control
-    requests (/interrupt, /executions, /reset, /states) need.
+    At most ``max_running`` requests that wait on a cell (a waiting /execute, a
+    long poll) are served at once; more are refused with a 503, so that they
+    never hold a worker that control requests (/interrupt, /executions,
+    /reset, /states) need. ``"wait": false`` executions hold no worker.
     """
     if not token:
         raise ValueError("a non-empty token is required")
@@ -62,23 +61,39 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     expected = token.encode("utf-8")
     app.add_hook("before_request", lambda: _authorize(expected))
     app.install(_map_kernel_errors)
-    running = threading.BoundedSemaphore(max_running)
+    waiting = _Slots(max_running)
 
     @app.post("/execute")
     def execute():
-        _take_execute_slot(running, max_running)
-        try:
-            body = _json_body(max_body, EXECUTE_FIELDS)
+        body = _json_body(max_body, EXECUTE_FIELDS)
+        form = _reply_format(body.get("format"))
+        if body.get("wait") is False:
+            return _started(kernel.start(*_execute_arguments(body)))
+        with waiting.slot():
             _refuse_if_client_gone()
-            return kernel.execute(body["code"], body["state_name"], body.get("exec_id"),
-                                  body.get("new_state_name"), body.get("timeout"),
-                                  body.get("max_output"))
-        finally:
-            running.release()
+            run = kernel.start(*_execute_arguments(body))
+            return _rendered(_reply_while_client_waits(kernel, run.exec_id), form)
 
     @app.get("/executions")
     def list_executions():
-        return {"executions": kernel.executions()}
+        return {"executions": kernel.executions(), "finished": kernel.finished_executions()}
+
+    @app.get("/executions/<exec_id>")
+    def get_execution(exec_id):
+        wait = _query_number("wait", 0.0, MAX_POLL)
+        if not wait:
+            return kernel.execution(exec_id)
+        with waiting.slot():
+            return kernel.execution(exec_id, wait)
+
+    @app.get("/executions/<exec_id>/output")
+    def get_output(exec_id):
+        stream = bottle.request.query.getunicode("stream") or "stdout"
+        if stream not in ("stdout", "stderr"):
+            raise bottle.HTTPError(400, "stream must be stdout or stderr")
+        offset = int(_query_number("offset", 0, 10 ** 12))
+        limit = int(_query_number("limit", DEFAULT_PAGE, 10 ** 7) or DEFAULT_PAGE)
+        return kernel.output(exec_id, stream, offset, limit)
 
     @app.get("/states")
     def list_states():
@@ -105,7 +120,101 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
         kernel.interrupt(exec_id)
         return {"interrupted": exec_id}
 
+    @app.get("/openapi.json")
+    def openapi_document():
+        return openapi.document()
+
     return app
+
+
+def _execute_arguments(body):
+    return (body["code"], body["state_name"], body.get("exec_id"), body.get("new_state_name"),
+            body.get("timeout"), body.get("max_output"))
+
+
+class _Slots:
+    """Requests that may wait on a cell at once; past the limit, a 503 at once."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self._free = threading.BoundedSemaphore(limit)
+
+    @contextlib.contextmanager
+    def slot(self):
+        if not self._free.acquire(blocking=False):
+            raise bottle.HTTPError(503, f"{self.limit} requests are waiting on cells, the most "
+                                        "this server serves at once (--max-running); retry "
+                                        "later, or send \"wait\": false",
+                                   **{"Retry-After": RETRY_AFTER})
+        try:
+            yield
+        finally:
+            self._free.release()
+
+
+def _reply_while_client_waits(kernel, exec_id):
+    """The execution's reply; if the client hangs up first, the cell is interrupted."""
+    gone = bottle.request.environ.get(CLIENT_GONE)
+    while True:
+        reply = kernel.wait(exec_id, WAIT_SLICE)
+        if reply is not None:
+            return reply
+        if gone is not None and gone():
+            try:
+                kernel.interrupt(exec_id, "disconnect")
+            except errors.UnknownExecution:  # it ended meanwhile
+                pass
+            return kernel.wait(exec_id)
+
+
+def _started(run):
+    location = f"/executions/{run.exec_id}"
+    bottle.response.status = 202
+    bottle.response.set_header("Location", location)
+    return {"exec_id": run.exec_id, "status": "running", "location": location}
+
+
+def _reply_format(requested):
+    """``json`` or ``text``: the body's ``format``, else what the Accept header prefers."""
+    if requested is None:
+        accept = bottle.request.environ.get("HTTP_ACCEPT", "")
+        return "text" if "text/plain" in accept and "json" not in accept else "json"
+    if requested not in FORMATS:
+        raise bottle.HTTPError(400, f"format must be one of {', '.join(FORMATS)}, "
+                                    f"not {requested!r}")
+    return requested
+
+
+def _rendered(reply, form):
+    """The reply as JSON, or as concise text with the names in headers."""
+    if form == "json":
+        return reply
+    bottle.response.content_type = "text/plain; charset=utf-8"
+    for header, value in (("X-Exec-Id", reply["exec_id"]), ("X-State-Name", reply["state_name"]),
+                          ("X-Parent", reply["parent"]),
+                          ("X-Error-Name", (reply["error"] or {}).get("ename"))):
+        if value is not None:
+            bottle.response.set_header(header, _header_text(value))
+    return render_text(reply["output"])
+
+
+def _header_text(value):
+    """A header value: names may hold characters HTTP headers cannot carry."""
+    return value.encode("utf-8").decode("latin-1") if value.isprintable() else repr(value)
+
+
+def _query_number(name, default, highest):
+    text = bottle.request.query.getunicode(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= highest:
+        raise bottle.HTTPError(400, f"?{name}= must be a number from 0 to {highest:g}, "
+                                    f"not {text!r}")
+    return value
 
 
 def _authorize(expected):
@@ -142,14 +251,6 @@ def _json_error(error):
     return error_body(message)
 
 
-def _take_execute_slot(slots, limit):
-    """Take one of ``limit`` slots for an /execute, or refuse it at once with a 503."""
-    if not slots.acquire(blocking=False):
-        raise bottle.HTTPError(503, f"{limit} executions are in progress, the most this server "
-                                    "runs at once (--max-running); retry later",
-                               **{"Retry-After": RETRY_AFTER})
-
-
 def _refuse_if_client_gone():
     """Do nothing for a client that hung up while its request waited for a worker."""
     gone = bottle.request.environ.get(CLIENT_GONE)
@@ -165,7 +266,7 @@ def _map_kernel_errors(callback):
     def wrapper(*args, **kwargs):
         try:
             return callback(*args, **kwargs)
-        except k.KernelError as exc:
+        except errors.KernelError as exc:
             status = next(KERNEL_ERROR_STATUS[cls] for cls in type(exc).__mro__
                           if cls in KERNEL_ERROR_STATUS)
             raise bottle.HTTPError(status, str(exc)) from None
@@ -186,11 +287,16 @@ def _json_body(max_body, fields):
         value = body.get(name)
         if value is None and required:
             raise bottle.HTTPError(400, f"field {name!r} is required")
-        if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+        if value is not None and not _of_type(value, types):
             expected = " or ".join(sorted({_json_type(t()) for t in types}))
             raise bottle.HTTPError(400, f"field {name!r} must be {expected}, "
                                         f"not {_json_type(value)}")
     return body
+
+
+def _of_type(value, types):
+    """JSON ``true`` is a boolean only: bool is an int subclass in Python."""
+    return isinstance(value, bool) == (types == _BOOL) and isinstance(value, types)
 
 
 def _read_body(max_body):
@@ -245,87 +351,12 @@ def _json_type(value):
     return names.get(type(value), type(value).__name__)
 
 
-# -- command line ---------------------------------------------------------------------
-
-
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="snapshot-kernel",
-        description="A branchable Python execution server. Cells run with this "
-                    "process's rights: it is not a sandbox; bind it to loopback.")
-    parser.add_argument("--bind", default=DEFAULT_BIND, type=_host_port,
-                        help=f"HOST:PORT to listen on (default {DEFAULT_BIND}; port 0 picks one)")
-    parser.add_argument("--token", default=os.environ.get(TOKEN_ENV),
-                        help=f"the secret clients must send (default: ${TOKEN_ENV}, "
-                             "which keeps it out of ps)")
-    parser.add_argument("--threads", type=_positive_int, default=DEFAULT_THREADS,
-                        help=f"HTTP worker threads, i.e. requests served at once "
-                             f"(default {DEFAULT_THREADS})")
-    parser.add_argument("--max-running", type=_positive_int, default=None,
-                        help="/execute requests served at once; more are refused with a 503 "
-                             f"(default: --threads minus {CONTROL_THREADS}, at least 1; "
-                             "must be less than --threads)")
-    parser.add_argument("--timeout", type=float, default=k.DEFAULT_TIMEOUT,
-                        help="seconds a cell may run when its request names no timeout; "
-                             f"0 for no limit (default {k.DEFAULT_TIMEOUT:g})")
-    parser.add_argument("--max-output", type=_positive_int, default=k.DEFAULT_OUTPUT_LIMIT,
-                        help="characters kept of each output stream and of the last "
-                             f"expression's repr (default {k.DEFAULT_OUTPUT_LIMIT})")
-    parser.add_argument("--max-body", type=_positive_int, default=DEFAULT_MAX_BODY,
-                        help=f"largest request body in bytes (default {DEFAULT_MAX_BODY})")
-    _add_connection_limits(parser)
-    args = parser.parse_args(argv)
-    if not args.token:
-        parser.error(f"no token: pass --token SECRET or set {TOKEN_ENV}")
-    if args.max_running is None:
-        args.max_running = max(1, args.threads - CONTROL_THREADS)
-    if args.max_running >= args.threads:
-        parser.error(f"--max-running ({args.max_running}) must be less than --threads "
-                     f"({args.threads}), so that control requests always find a worker")
-    return args
-
-
-def _add_connection_limits(parser):
-    parser.add_argument("--max-connections", type=_positive_int, default=DEFAULT_MAX_CONNECTIONS,
-                        help="open connections at most; a new one displaces the one that has "
-                             "waited longest for a request, or is refused with a 503 "
-                             f"(default {DEFAULT_MAX_CONNECTIONS})")
-    parser.add_argument("--max-header", type=_positive_int, default=DEFAULT_MAX_HEAD,
-                        help="largest request line plus headers in bytes; more is a 414 or 431 "
-                             f"(default {DEFAULT_MAX_HEAD})")
-    parser.add_argument("--request-timeout", type=_positive_float,
-                        default=DEFAULT_REQUEST_TIMEOUT,
-                        help="seconds a client has to send a request line and headers, from "
-                             "connecting or from the previous reply; also the longest pause "
-                             f"allowed in a body (default {DEFAULT_REQUEST_TIMEOUT:g})")
-
-
-def _host_port(text):
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host.strip("[]"), int(port)
-
-
-def _positive_int(text):
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
-    return int(text)
-
-
-def _positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
-
-
 def main(argv=None):
     args = parse_args(argv)
-    kernel = k.SnapshotKernel(timeout=args.timeout or None, output_limit=args.max_output)
+    try:
+        kernel = kernel_from(args)
+    except StoreError as exc:
+        sys.exit(f"snapshot-kernel: {exc}")
     app = create_app(kernel, args.token, args.max_body, args.max_running)
     server = make_server(app, args.bind, args.threads, args.max_connections, args.max_header,
                          args.request_timeout)

@@ -225,4 +225,6 @@ def test_get_executions_over_http(app, signal_name):
     getattr(helpers, signal_name).set()
     thread.join(WAIT)
     assert [run["exec_id"] for run in listed] == ["http-run"]
-    assert app.get("/executions").json == {"executions": []}
+    after = app.get("/executions").json
+    assert after["executions"] == [] and after["finished"][0]["exec_id"] == "http-run"
+    assert after["finished"][0]["status"] == "completed"

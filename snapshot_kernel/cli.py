@@ -1,0 +1,133 @@
+"""The command line: ``snapshot-kernel [--bind HOST:PORT] [--token SECRET] ...``.
+
+Every flag, its default and what it bounds; README's flags table follows it.
+"""
+
+import argparse
+import os
+
+from . import capture, cow
+from . import kernel as k
+from .execution import DEFAULT_KEEP_SECONDS
+from .server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD, DEFAULT_REQUEST_TIMEOUT
+
+TOKEN_ENV = "SNAPSHOT_KERNEL_TOKEN"
+STATE_DIR_ENV = "SNAPSHOT_KERNEL_STATE_DIR"
+DEFAULT_BIND = "127.0.0.1:8080"
+DEFAULT_THREADS = 16
+CONTROL_THREADS = 4  # workers /execute never takes, so that control requests always find one
+DEFAULT_MAX_RUNNING = DEFAULT_THREADS - CONTROL_THREADS
+DEFAULT_MAX_BODY = 10 * 1024 * 1024
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="snapshot-kernel",
+        description="A branchable Python execution server. Cells run with this "
+                    "process's rights: it is not a sandbox; bind it to loopback.")
+    parser.add_argument("--bind", default=DEFAULT_BIND, type=_host_port,
+                        help=f"HOST:PORT to listen on (default {DEFAULT_BIND}; port 0 picks one)")
+    parser.add_argument("--token", default=os.environ.get(TOKEN_ENV),
+                        help=f"the secret clients must send (default: ${TOKEN_ENV}, "
+                             "which keeps it out of ps)")
+    parser.add_argument("--threads", type=_positive_int, default=DEFAULT_THREADS,
+                        help=f"HTTP worker threads, i.e. requests served at once "
+                             f"(default {DEFAULT_THREADS})")
+    parser.add_argument("--max-running", type=_positive_int, default=None,
+                        help="/execute requests served at once; more are refused with a 503 "
+                             f"(default: --threads minus {CONTROL_THREADS}, at least 1; "
+                             "must be less than --threads)")
+    parser.add_argument("--timeout", type=float, default=k.DEFAULT_TIMEOUT,
+                        help="seconds a cell may run when its request names no timeout; "
+                             f"0 for no limit (default {k.DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--max-output", type=_positive_int, default=k.DEFAULT_OUTPUT_LIMIT,
+                        help="characters kept of each output stream and of the last "
+                             f"expression's repr (default {k.DEFAULT_OUTPUT_LIMIT})")
+    parser.add_argument("--max-body", type=_positive_int, default=DEFAULT_MAX_BODY,
+                        help=f"largest request body in bytes (default {DEFAULT_MAX_BODY})")
+    _add_connection_limits(parser)
+    _add_kernel_options(parser)
+    args = parser.parse_args(argv)
+    if not args.token:
+        parser.error(f"no token: pass --token SECRET or set {TOKEN_ENV}")
+    if args.max_running is None:
+        args.max_running = max(1, args.threads - CONTROL_THREADS)
+    if args.max_running >= args.threads:
+        parser.error(f"--max-running ({args.max_running}) must be less than --threads "
+                     f"({args.threads}), so that control requests always find a worker")
+    return args
+
+
+def _add_connection_limits(parser):
+    parser.add_argument("--max-connections", type=_positive_int, default=DEFAULT_MAX_CONNECTIONS,
+                        help="open connections at most; a new one displaces the one that has "
+                             "waited longest for a request, or is refused with a 503 "
+                             f"(default {DEFAULT_MAX_CONNECTIONS})")
+    parser.add_argument("--max-header", type=_positive_int, default=DEFAULT_MAX_HEAD,
+                        help="largest request line plus headers in bytes; more is a 414 or 431 "
+                             f"(default {DEFAULT_MAX_HEAD})")
+    parser.add_argument("--request-timeout", type=_positive_float,
+                        default=DEFAULT_REQUEST_TIMEOUT,
+                        help="seconds a client has to send a request line and headers, from "
+                             "connecting or from the previous reply; also the longest pause "
+                             f"allowed in a body (default {DEFAULT_REQUEST_TIMEOUT:g})")
+
+
+def _add_kernel_options(parser):
+    parser.add_argument("--state-dir", default=os.environ.get(STATE_DIR_ENV) or None,
+                        help="keep every state in this directory, written before the reply "
+                             "that names it, and load the states it holds at start "
+                             f"(default: ${STATE_DIR_ENV}; none: states live in memory only)")
+    parser.add_argument("--max-memory", type=_positive_int, default=None,
+                        help="with --state-dir: bytes of stored objects kept in memory; the "
+                             "least recently used are dropped and loaded again on use "
+                             "(default: no limit)")
+    parser.add_argument("--keep-results", type=_positive_float, default=DEFAULT_KEEP_SECONDS,
+                        help="seconds a finished execution's record (status, reply, full "
+                             f"output) is kept for GET /executions/<id> "
+                             f"(default {DEFAULT_KEEP_SECONDS:g})")
+    parser.add_argument("--max-image", type=_positive_int, default=k.DEFAULT_IMAGE_LIMIT,
+                        help="largest image in an output, in bytes; a larger one becomes a "
+                             f"note (default {k.DEFAULT_IMAGE_LIMIT})")
+    parser.add_argument("--max-full-output", type=_positive_int,
+                        default=capture.DEFAULT_FULL_LIMIT,
+                        help="bytes of each stream's full text kept for "
+                             "GET /executions/<id>/output when the reply was cut "
+                             f"(default {capture.DEFAULT_FULL_LIMIT})")
+    parser.add_argument("--copy-on-write", type=_positive_int, default=cow.THRESHOLD,
+                        help="numpy buffers of this many bytes or more are mapped "
+                             f"copy-on-write, not copied (default {cow.THRESHOLD})")
+
+
+def kernel_from(args):
+    """The SnapshotKernel the parsed ``args`` describe."""
+    return k.SnapshotKernel(timeout=args.timeout or None, output_limit=args.max_output,
+                            image_limit=args.max_image, keep_results=args.keep_results,
+                            full_output_limit=args.max_full_output,
+                            copy_on_write=args.copy_on_write, state_dir=args.state_dir,
+                            max_memory=args.max_memory)
+
+
+def _host_port(text):
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def _positive_int(text):
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return int(text)
+
+
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
