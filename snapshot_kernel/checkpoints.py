@@ -16,6 +16,7 @@ import builtins
 import threading
 
 from . import capture
+from .errors import StateExists, check_name
 
 _hooks = {}  # Capture -> function(call, **arguments) of the kernel running that cell
 _lock = threading.Lock()
@@ -61,3 +62,43 @@ def install():
     """Make ``checkpoint`` and ``checkpoint_every`` builtins; a state's own names shadow them."""
     builtins.checkpoint = checkpoint
     builtins.checkpoint_every = checkpoint_every
+
+
+class Checkpointing:
+    """The kernel's side of the calls above (a mixin of ``SnapshotKernel``)."""
+
+    def _checkpoint(self, run, call, progress=None, name=None, n=None):
+        """What ``checkpoints.checkpoint``/``checkpoint_every``/``progress`` ask of ``run``."""
+        if progress is not None:
+            run.progress = str(progress)
+        if call == "progress":
+            return None
+        if call == "every":
+            run.every_calls += 1
+            if run.every_calls % n:
+                return None
+        if run.working is None:
+            raise RuntimeError("checkpoint() can only store a cell's globals while it runs")
+        changes = run.working.commit()  # before taking the lock: copying runs user code
+        with self._lock:
+            if run.generation != self._generation:
+                raise RuntimeError("the kernel was reset; checkpoints are not stored")
+            name = name or f"{run.new_state_name or run.exec_id}@{len(run.checkpoints) + 1}"
+            check_name(name, "checkpoint name")
+            if name in self._states or name in self._reserved:
+                raise StateExists(f"state {name!r} already exists; name the checkpoint otherwise")
+            state = self._child(name, run, changes, checkpoint=True, progress=run.progress)
+            self._reserved[name] = run
+        try:
+            if self._store is not None:
+                self._store.save(state)
+        finally:
+            with self._lock:
+                del self._reserved[name]
+        with self._lock:
+            self._states[name] = state
+            run.checkpoints.append({"state_name": name, "progress": run.progress,
+                                    "timestamp": state.timestamp})
+        if self._store is not None:
+            self._store.running(run.exec_id, run.summary())
+        return name

@@ -27,16 +27,16 @@ and in addition
   not a reason to share: MemoryError propagates and fails the cell.
 """
 
-import builtins
-import copyreg
 import itertools
-import sys
 import threading
 import types
 import weakref
 
-from . import deepcopy_hook
+from .dispatch import (LIBRARY_SUPPORT, handler_for, is_dunder, register,  # noqa: F401
+                       register_same, same_contents)  # (re-exported for handlers)
+from .stored import STORED_GLOBALS, StoredNamespace, reading  # noqa: F401
 from .covariables import CoVariables
+from .reducing import Reducing
 
 ATOMIC = frozenset({
     type(None), int, float, bool, complex, str, bytes, range, type(Ellipsis),
@@ -54,89 +54,6 @@ _CONTAINERS = (list, dict, tuple, type)  # a failed element or class attribute i
 
 class Uncopyable(Exception):
     """A value could not be deep-copied."""
-
-
-class StoredNamespace(dict):
-    """The globals of functions in stored states. Functions whose ``__globals__``
-    is one are cells' own and get rebound when copied.
-
-    Stored states run no cells, but copying a stored object runs its own methods
-    (``__reduce_ex__``, ``__getstate__``, ``__repr__``), which may read globals:
-    one instance, ``STORED_GLOBALS``, serves every state, and a name missing from
-    it is looked up in the state this thread is reading (``reading``)."""
-
-    def __missing__(self, name):
-        names = getattr(_reading, "names", None)
-        entry = names.get(name) if names is not None else None
-        if entry is None:
-            raise KeyError(name)
-        return entry.value
-
-
-STORED_GLOBALS = StoredNamespace(__builtins__=builtins)
-_reading = threading.local()
-
-
-class reading:
-    """Context manager: stored functions read the globals of ``names`` (a Namespace)
-    in this thread until exit."""
-
-    def __init__(self, names):
-        self.names = names
-
-    def __enter__(self):
-        self.outer, _reading.names = getattr(_reading, "names", None), self.names
-
-    def __exit__(self, *exc_info):
-        _reading.names = self.outer
-
-# -- the dispatch table ------------------------------------------------------------------
-
-_exact = {}          # type -> handler(copier, obj), for that type only
-_inherited = {}      # type -> handler, for it and its subclasses
-_resolved = {}       # cache of library types' handlers (None: the default path)
-_registry_lock = threading.Lock()
-# Support modules, imported the first time a type of their library is met.
-LIBRARY_SUPPORT = {"numpy": "numpy_support", "pandas": "pandas_support",
-                   "matplotlib": "matplotlib_support"}
-_loaded = set()
-
-
-def register(cls, handler, subclasses=False):
-    """Copy instances of ``cls`` (and of its subclasses, if asked) with ``handler``.
-
-    ``handler(copier, obj)`` returns the copy, or a generator that yields the
-    objects it needs copied, receives each copy, and returns the new object.
-    """
-    with _registry_lock:
-        (_inherited if subclasses else _exact)[cls] = handler
-        _resolved.clear()
-
-
-def handler_for(cls):
-    """The handler for instances of ``cls``, or None for the generic path."""
-    found = _exact.get(cls, _MISS)
-    if found is not _MISS:
-        return found
-    found = _resolved.get(cls, _MISS)
-    if found is not _MISS:
-        return found
-    _load_support(cls)
-    found = _exact.get(cls)
-    if found is None:
-        found = next((_inherited[base] for base in cls.__mro__ if base in _inherited), None)
-    if cls.__module__ != "__main__":  # cells make classes without end: don't pin them
-        _resolved[cls] = found
-    return found
-
-
-def _load_support(cls):
-    for base in cls.__mro__:
-        library = (getattr(base, "__module__", None) or "").partition(".")[0]
-        module = LIBRARY_SUPPORT.get(library)
-        if module is not None and module not in _loaded:
-            _loaded.add(module)
-            __import__(f"{__package__}.{module}")
 
 
 # -- copying names ---------------------------------------------------------------------
@@ -209,7 +126,7 @@ class Memo(dict):
         return value
 
 
-class Copier:
+class Copier(Reducing):
     MISS = _MISS  # what ``lookup`` returns for an object that needs copying
 
     def __init__(self, target, aliases=(), track=False, replace=(), origins=None,
@@ -442,61 +359,6 @@ class Copier:
         from .handlers import copy_cell_class
         return copy_cell_class(self, cls)
 
-    # -- everything else: copyreg and __reduce_ex__, as copy.deepcopy does ---------------
-
-    def copy_object(self, obj):
-        """The generic path: the object's own ``__deepcopy__``, else its reduce value."""
-        deep = getattr(obj, "__deepcopy__", None)
-        if deep is not None:
-            return self.foreign_deepcopy(obj, deep)
-        return self.reduce_copy(obj)
-
-    def reduce_copy(self, obj):
-        """Copy ``obj`` from its reduce value, as pickle would rebuild it."""
-        reducer = copyreg.dispatch_table.get(type(obj))
-        rv = reducer(obj) if reducer is not None else obj.__reduce_ex__(4)
-        if isinstance(rv, str):
-            return obj  # a global looked up by name: the same object
-        return self.reconstruct(obj, *rv)
-
-    def foreign_deepcopy(self, obj, deep):
-        """Generator: call ``obj``'s own ``__deepcopy__`` with the memo. Functions and
-        classes it meets through ``copy.deepcopy`` are still copied here
-        (``deepcopy_hook``), and a copy of a cell's class becomes an instance of the
-        copied class."""
-        cls = type(obj)
-        twin = (yield cls) if cls.__module__ == "__main__" else cls
-        mark = len(self.memo)
-        with deepcopy_hook.active(self):
-            new = deep(self.memo)
-        if self.covariables is not None:  # what it added, it copied for this name
-            for key in itertools.islice(reversed(self.memo), len(self.memo) - mark):
-                self.covariables.copied(key, dict.__getitem__(self.memo, key), self.label, True)
-        if type(new) is cls and twin is not cls:
-            new.__class__ = twin
-        return new
-
-    def reconstruct(self, obj, func, args, state=None, listiter=None, dictiter=None, *_):
-        """Generator: rebuild ``obj`` from its reduce value, copying the parts."""
-        self.inside_object += 1
-        try:
-            func = yield func  # a cell's class or function rebuilds as the copied one
-            args = yield args
-            if id(obj) in self.memo:  # the args (a copied class) led back here and copied it
-                return dict.__getitem__(self.memo, id(obj))
-            new = func(*args)
-            self.memo[id(obj)] = new
-            if state is not None:
-                _set_state(new, (yield state))
-        finally:
-            self.inside_object -= 1
-        for item in list(listiter or ()):  # list(): one moment, even if a thread is writing
-            new.append((yield item))
-        for key, value in list(dictiter or ()):
-            new[(yield key)] = yield value
-        return new
-
-
 def _fail_if_changing(exc, name):
     """A container that changed size while it was iterated is not uncopyable: it is
     being written by another thread. Sharing it would let the stored state change."""
@@ -511,46 +373,4 @@ def _uncopyable(exc):
     return Uncopyable(f"cannot be deep-copied: {type(exc).__name__}: {exc}")
 
 
-def _set_state(new, state):
-    """Apply a reduce ``state`` the way ``copy._reconstruct`` does."""
-    if hasattr(new, "__setstate__"):
-        new.__setstate__(state)
-        return
-    slots = None
-    if isinstance(state, tuple) and len(state) == 2:
-        state, slots = state
-    if state:
-        new.__dict__.update(state)
-    for key, value in (slots or {}).items():
-        setattr(new, key, value)
-
-
-def same_contents(new, origin):
-    """True if ``new`` (just built) holds exactly the objects ``origin`` holds."""
-    check = _SAME.get(type(new))
-    return check is not None and check(new, origin)
-
-
-def _same_sequence(new, origin):
-    return len(new) == len(origin) and all(a is b for a, b in zip(new, origin))
-
-
-def _same_dict(new, origin):
-    return len(new) == len(origin) and all(
-        k1 is k2 and v1 is v2 for (k1, v1), (k2, v2) in zip(new.items(), origin.items()))
-
-
-_SAME = {list: _same_sequence, tuple: _same_sequence, dict: _same_dict}
-
-
-def register_same(cls, check):
-    """Let ``check(new, origin)`` tell a stored copy of a ``cls`` from its origin."""
-    _SAME[cls] = check
-
-
-def is_dunder(name):
-    """True for names like ``__name__``: Python's and libraries' own."""
-    return isinstance(name, str) and name.startswith("__") and name.endswith("__")
-
-
-from . import handlers  # noqa: E402  (registers the standard handlers; imports this module)
+from . import handlers  # noqa: E402,F401  (registers the standard handlers; imports this module)

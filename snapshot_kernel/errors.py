@@ -38,10 +38,6 @@ class ProtectedState(KernelError):
     pass
 
 
-class Busy(KernelError):
-    """Too many executions are running to start another one now."""
-
-
 def check_name(name, what="state name"):
     """Raise InvalidName unless ``name`` can be used in a URL path and a log line."""
     if not isinstance(name, str) or not name:

@@ -18,18 +18,19 @@ import itertools
 import secrets
 import sys
 import threading
-import time
 import traceback
 
 from . import capture, cell, checkpoints, cow, display, interrupt, magics, plots
+from .checkpoints import Checkpointing
 from .copier import is_dunder, reading
-from .errors import (Busy, ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
+from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
                      KernelError, ProtectedState, StateExists, UnknownExecution,
                      UnknownState, check_name, positive)  # (re-exported for main and tests)
-from .execution import (DONE, RUNNING, STARTING, Execution, Executions, Outcome,
-                        interrupted_error, judged, kernel_error, reply_for, stuck_error)
+from .execution import (DONE, RUNNING, Execution, Executions, Outcome,
+                        interrupted_error, judged, kernel_error, reply_for)
 from .storage import GONE, TOUCHED, Namespace, State, Working, fresh_namespace, sizes
 from .store import Store, StoreError
+from .deadlines import Deadlines
 from .threads import CellThreads
 
 INITIAL = "initial"
@@ -38,10 +39,9 @@ DEFAULT_GRACE = 2.0          # seconds an interrupted cell gets to stop before i
 DEFAULT_OUTPUT_LIMIT = 20000  # characters kept per stream, and of the last expression's repr
 DEFAULT_REPR_LIMIT = 2000    # characters of each variable's repr in describe()
 DEFAULT_IMAGE_LIMIT = 1 << 20  # bytes of one image in an output; a larger one becomes a note
-POLL = 0.1                   # seconds between the supervisor's deadline checks
 
 
-class SnapshotKernel:
+class SnapshotKernel(Deadlines, Checkpointing):
     """Holds the states and runs cells against them, each on a cell thread."""
 
     def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
@@ -390,98 +390,6 @@ class SnapshotKernel:
             name = f"state-{next(self._auto_names)}"
             if name not in self._states and name not in self._reserved:
                 return name
-
-    # -- checkpoints, from the cell thread ------------------------------------------------
-
-    def _checkpoint(self, run, call, progress=None, name=None, n=None):
-        """What ``checkpoints.checkpoint``/``checkpoint_every``/``progress`` ask of ``run``."""
-        if progress is not None:
-            run.progress = str(progress)
-        if call == "progress":
-            return None
-        if call == "every":
-            run.every_calls += 1
-            if run.every_calls % n:
-                return None
-        if run.working is None:
-            raise RuntimeError("checkpoint() can only store a cell's globals while it runs")
-        changes = run.working.commit()  # before taking the lock: copying runs user code
-        with self._lock:
-            if run.generation != self._generation:
-                raise RuntimeError("the kernel was reset; checkpoints are not stored")
-            name = name or f"{run.new_state_name or run.exec_id}@{len(run.checkpoints) + 1}"
-            check_name(name, "checkpoint name")
-            if name in self._states or name in self._reserved:
-                raise StateExists(f"state {name!r} already exists; name the checkpoint otherwise")
-            state = self._child(name, run, changes, checkpoint=True, progress=run.progress)
-            self._reserved[name] = run
-        try:
-            if self._store is not None:
-                self._store.save(state)
-        finally:
-            with self._lock:
-                del self._reserved[name]
-        with self._lock:
-            self._states[name] = state
-            run.checkpoints.append({"state_name": name, "progress": run.progress,
-                                    "timestamp": state.timestamp})
-        if self._store is not None:
-            self._store.running(run.exec_id, run.summary())
-        return name
-
-    # -- interrupts and deadlines ---------------------------------------------------------
-
-    def interrupt(self, exec_id, reason="request"):
-        """Raise KeyboardInterrupt in a running execution's cell."""
-        with self._lock:
-            run = self._runs.running.get(exec_id)
-            if run is None or run.phase == DONE:
-                raise UnknownExecution(f"no running execution {exec_id!r}; it may have "
-                                       "finished already")
-            self._interrupt_locked(run, reason)
-
-    def _interrupt_locked(self, run, reason):
-        """Interrupt ``run`` once; later calls change nothing.
-
-        Sending only one exception per execution is what makes the window
-        around the cell safe: see ``_run``.
-        """
-        if run.interrupt_reason is not None:
-            return
-        run.interrupt_reason = reason
-        run.interrupted_at = time.monotonic()
-        if run.phase == STARTING:
-            run.interrupt_requested = True
-        elif run.phase == RUNNING:
-            run.interrupt_sent = interrupt.raise_in_thread(run.thread_id)
-
-    def _supervise(self):
-        """Interrupt cells at their deadline; give up on those that do not stop in time.
-        Ends when nothing runs; ``_begin`` starts it again."""
-        while True:
-            time.sleep(POLL)
-            with self._lock:
-                if not self._runs.running:
-                    self._supervising = False
-                    return
-                now = time.monotonic()
-                for run in list(self._runs.running.values()):
-                    self._check_locked(run, now)
-
-    def _check_locked(self, run, now):
-        if run.timeout is not None and now - run.started >= run.timeout:
-            self._interrupt_locked(run, "timeout")
-        if (not run.done.is_set() and run.interrupted_at is not None
-                and now - run.interrupted_at >= self.grace):
-            self._abandon_locked(run, stuck_error(run, self.grace))
-
-    def _abandon_locked(self, run, error):
-        """Reply now for a cell that has not stopped; it stays listed, stuck, storing nothing."""
-        run.stuck = True
-        if self._reserved.get(run.new_state_name) is run:
-            del self._reserved[run.new_state_name]
-        run.reply = reply_for(run, Outcome(error=error), None)
-        run.done.set()
 
 
 def _explain_gone(error, gone):

@@ -59,7 +59,7 @@ def test_branches_writing_the_same_buffer_never_see_each_other(cowk):
     last = PAGES * 512 - 1
     assert printed(cowk, shown, parent) == f"0 5000 {last}\n"
     assert printed(cowk, shown, left) == f"-1 5000 {last}\n"
-    assert printed(cowk, shown, right) == f"-2 5000 -2\n"
+    assert printed(cowk, shown, right) == "-2 5000 -2\n"
     assert printed(cowk, shown, grand) == f"-1 -3 {last}\n"
 
 

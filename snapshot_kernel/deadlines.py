@@ -1,0 +1,66 @@
+"""Interrupts and deadlines: how the kernel stops cells, and gives up on those that
+do not stop. A mixin of ``SnapshotKernel``; everything here runs under its lock."""
+
+import time
+
+from . import interrupt
+from .errors import UnknownExecution
+from .execution import DONE, RUNNING, STARTING, Outcome, reply_for, stuck_error
+
+POLL = 0.1  # seconds between the supervisor's deadline checks
+
+
+class Deadlines:
+    """Interrupting executions, and the supervisor thread that enforces timeouts."""
+
+    def interrupt(self, exec_id, reason="request"):
+        """Raise KeyboardInterrupt in a running execution's cell."""
+        with self._lock:
+            run = self._runs.running.get(exec_id)
+            if run is None or run.phase == DONE:
+                raise UnknownExecution(f"no running execution {exec_id!r}; it may have "
+                                       "finished already")
+            self._interrupt_locked(run, reason)
+
+    def _interrupt_locked(self, run, reason):
+        """Interrupt ``run`` once; later calls change nothing.
+
+        Sending only one exception per execution is what makes the window
+        around the cell safe: see ``_run``.
+        """
+        if run.interrupt_reason is not None:
+            return
+        run.interrupt_reason = reason
+        run.interrupted_at = time.monotonic()
+        if run.phase == STARTING:
+            run.interrupt_requested = True
+        elif run.phase == RUNNING:
+            run.interrupt_sent = interrupt.raise_in_thread(run.thread_id)
+
+    def _supervise(self):
+        """Interrupt cells at their deadline; give up on those that do not stop in time.
+        Ends when nothing runs; ``_begin`` starts it again."""
+        while True:
+            time.sleep(POLL)
+            with self._lock:
+                if not self._runs.running:
+                    self._supervising = False
+                    return
+                now = time.monotonic()
+                for run in list(self._runs.running.values()):
+                    self._check_locked(run, now)
+
+    def _check_locked(self, run, now):
+        if run.timeout is not None and now - run.started >= run.timeout:
+            self._interrupt_locked(run, "timeout")
+        if (not run.done.is_set() and run.interrupted_at is not None
+                and now - run.interrupted_at >= self.grace):
+            self._abandon_locked(run, stuck_error(run, self.grace))
+
+    def _abandon_locked(self, run, error):
+        """Reply now for a cell that has not stopped; it stays listed, stuck, storing nothing."""
+        run.stuck = True
+        if self._reserved.get(run.new_state_name) is run:
+            del self._reserved[run.new_state_name]
+        run.reply = reply_for(run, Outcome(error=error), None)
+        run.done.set()

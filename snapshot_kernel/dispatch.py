@@ -1,0 +1,85 @@
+"""The copier's type table: which handler copies a type, and how a copy is known to be
+identical to the stored object it came from.
+
+Handlers are registered by type (``register``), library ones by the support
+module of their library, imported the first time a type of that library is
+met (``LIBRARY_SUPPORT``), so numpy, pandas and matplotlib stay optional.
+"""
+
+import threading
+
+_MISS = object()
+
+_exact = {}          # type -> handler(copier, obj), for that type only
+_inherited = {}      # type -> handler, for it and its subclasses
+_resolved = {}       # cache of library types' handlers (None: the default path)
+_registry_lock = threading.Lock()
+# Support modules, imported the first time a type of their library is met.
+LIBRARY_SUPPORT = {"numpy": "numpy_support", "pandas": "pandas_support",
+                   "matplotlib": "matplotlib_support"}
+_loaded = set()
+
+
+def register(cls, handler, subclasses=False):
+    """Copy instances of ``cls`` (and of its subclasses, if asked) with ``handler``.
+
+    ``handler(copier, obj)`` returns the copy, or a generator that yields the
+    objects it needs copied, receives each copy, and returns the new object.
+    """
+    with _registry_lock:
+        (_inherited if subclasses else _exact)[cls] = handler
+        _resolved.clear()
+
+
+def handler_for(cls):
+    """The handler for instances of ``cls``, or None for the generic path."""
+    found = _exact.get(cls, _MISS)
+    if found is not _MISS:
+        return found
+    found = _resolved.get(cls, _MISS)
+    if found is not _MISS:
+        return found
+    _load_support(cls)
+    found = _exact.get(cls)
+    if found is None:
+        found = next((_inherited[base] for base in cls.__mro__ if base in _inherited), None)
+    if cls.__module__ != "__main__":  # cells make classes without end: don't pin them
+        _resolved[cls] = found
+    return found
+
+
+def _load_support(cls):
+    for base in cls.__mro__:
+        library = (getattr(base, "__module__", None) or "").partition(".")[0]
+        module = LIBRARY_SUPPORT.get(library)
+        if module is not None and module not in _loaded:
+            _loaded.add(module)
+            __import__(f"{__package__}.{module}")
+
+
+def same_contents(new, origin):
+    """True if ``new`` (just built) holds exactly the objects ``origin`` holds."""
+    check = _SAME.get(type(new))
+    return check is not None and check(new, origin)
+
+
+def _same_sequence(new, origin):
+    return len(new) == len(origin) and all(a is b for a, b in zip(new, origin))
+
+
+def _same_dict(new, origin):
+    return len(new) == len(origin) and all(
+        k1 is k2 and v1 is v2 for (k1, v1), (k2, v2) in zip(new.items(), origin.items()))
+
+
+_SAME = {list: _same_sequence, tuple: _same_sequence, dict: _same_dict}
+
+
+def register_same(cls, check):
+    """Let ``check(new, origin)`` tell a stored copy of a ``cls`` from its origin."""
+    _SAME[cls] = check
+
+
+def is_dunder(name):
+    """True for names like ``__name__``: Python's and libraries' own."""
+    return isinstance(name, str) and name.startswith("__") and name.endswith("__")

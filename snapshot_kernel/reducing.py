@@ -1,0 +1,77 @@
+"""The copier's generic path: an object's own ``__deepcopy__``, or its reduce value
+rebuilt as pickle would, with every part going through the copier."""
+
+import copyreg
+import itertools
+
+from . import deepcopy_hook
+
+
+class Reducing:
+    """What ``Copier`` does for types no handler is registered for (a mixin)."""
+
+    def copy_object(self, obj):
+        """The generic path: the object's own ``__deepcopy__``, else its reduce value."""
+        deep = getattr(obj, "__deepcopy__", None)
+        if deep is not None:
+            return self.foreign_deepcopy(obj, deep)
+        return self.reduce_copy(obj)
+
+    def reduce_copy(self, obj):
+        """Copy ``obj`` from its reduce value, as pickle would rebuild it."""
+        reducer = copyreg.dispatch_table.get(type(obj))
+        rv = reducer(obj) if reducer is not None else obj.__reduce_ex__(4)
+        if isinstance(rv, str):
+            return obj  # a global looked up by name: the same object
+        return self.reconstruct(obj, *rv)
+
+    def foreign_deepcopy(self, obj, deep):
+        """Generator: call ``obj``'s own ``__deepcopy__`` with the memo. Functions and
+        classes it meets through ``copy.deepcopy`` are still copied here
+        (``deepcopy_hook``), and a copy of a cell's class becomes an instance of the
+        copied class."""
+        cls = type(obj)
+        twin = (yield cls) if cls.__module__ == "__main__" else cls
+        mark = len(self.memo)
+        with deepcopy_hook.active(self):
+            new = deep(self.memo)
+        if self.covariables is not None:  # what it added, it copied for this name
+            for key in itertools.islice(reversed(self.memo), len(self.memo) - mark):
+                self.covariables.copied(key, dict.__getitem__(self.memo, key), self.label, True)
+        if type(new) is cls and twin is not cls:
+            new.__class__ = twin
+        return new
+
+    def reconstruct(self, obj, func, args, state=None, listiter=None, dictiter=None, *_):
+        """Generator: rebuild ``obj`` from its reduce value, copying the parts."""
+        self.inside_object += 1
+        try:
+            func = yield func  # a cell's class or function rebuilds as the copied one
+            args = yield args
+            if id(obj) in self.memo:  # the args (a copied class) led back here and copied it
+                return dict.__getitem__(self.memo, id(obj))
+            new = func(*args)
+            self.memo[id(obj)] = new
+            if state is not None:
+                _set_state(new, (yield state))
+        finally:
+            self.inside_object -= 1
+        for item in list(listiter or ()):  # list(): one moment, even if a thread is writing
+            new.append((yield item))
+        for key, value in list(dictiter or ()):
+            new[(yield key)] = yield value
+        return new
+
+
+def _set_state(new, state):
+    """Apply a reduce ``state`` the way ``copy._reconstruct`` does."""
+    if hasattr(new, "__setstate__"):
+        new.__setstate__(state)
+        return
+    slots = None
+    if isinstance(state, tuple) and len(state) == 2:
+        state, slots = state
+    if state:
+        new.__dict__.update(state)
+    for key, value in (slots or {}).items():
+        setattr(new, key, value)
