@@ -22,13 +22,13 @@ import traceback
 
 from . import capture, cell, checkpoints, cow, display, interrupt, magics, plots
 from .checkpoints import Checkpointing
-from .copier import is_dunder, reading
+from .describe import BUDGET as DESCRIBE_BUDGET, describe_state
 from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
                      KernelError, ProtectedState, StateExists, UnknownExecution,
                      UnknownState, check_name, positive)  # (re-exported for main and tests)
 from .execution import (DONE, RUNNING, Execution, Executions, Outcome,
                         interrupted_error, judged, kernel_error, reply_for)
-from .storage import GONE, TOUCHED, Namespace, State, Working, fresh_namespace, sizes
+from .storage import TOUCHED, Namespace, State, Working, fresh_namespace, sizes
 from .store import Store, StoreError
 from .deadlines import Deadlines
 from .threads import CellThreads
@@ -63,6 +63,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
         self.output_limit, self.image_limit = output_limit, image_limit
         self.full_output_limit = full_output_limit
         self.repr_limit = repr_limit
+        self.describe_budget = DESCRIBE_BUDGET  # seconds describe() waits for reprs
         self.copy_mode = copy_mode
         self._store = None if state_dir is None else Store(state_dir, None, max_memory)
         blob_dir = None if self._store is None else self._store.blob_dir
@@ -98,30 +99,9 @@ class SnapshotKernel(Deadlines, Checkpointing):
             return list(self._states)
 
     def describe(self, name):
-        """The state's metadata and a repr of each non-dunder variable.
-
-        Type names and reprs are the stored objects' own code: they run behind the
-        user-code boundary, reading the globals of this state, and what fails is
-        reported in that variable's entry.
-        """
-        state = self._get(name)
-        with reading(state.names):
-            entries = {cell.plain_name(key): entry for key, entry in state.names.entries().items()
-                       if isinstance(key, str) and not is_dunder(cell.plain_name(key))}
-            variables = {key: {"type": cell.safe_type_name(entry.value),
-                               "repr": cell.safe_repr(entry.value, self.repr_limit)}
-                         for key, entry in entries.items()}
-        shared = {key: entry.shared for key, entry in entries.items() if entry.shared}
-        lost = {key: entry.lost for key, entry in entries.items() if entry.lost}
-        for key in lost:
-            if variables[key]["repr"] == repr(GONE):
-                del variables[key]  # not in the state since the restart
-        described = {"name": state.name, "timestamp": state.timestamp, "parent": state.parent,
-                     "code": state.code, "variables": variables, "shared": shared, "lost": lost,
-                     "approx_bytes": state.new_bytes,
-                     "shared_bytes": state.total_bytes - state.new_bytes}
-        described.update(state.meta)
-        return described
+        """What GET /states/<name> answers: see ``describe.describe_state``."""
+        return describe_state(self._get(name), self.repr_limit, self._threads,
+                              self.describe_budget)
 
     def delete(self, name):
         """Drop a state. Its children keep what they use of it; the rest is freed."""

@@ -8,9 +8,11 @@ concurrently. The HTTP and socket side is in test_hostile.py.
 import gc
 import linecache
 import threading
+import time
 
 import pytest
 
+import helpers
 from helpers import WAIT, in_background, ok, printed, wait_until_running
 from snapshot_kernel.kernel import SnapshotKernel
 
@@ -120,3 +122,18 @@ def test_multi_line_cells_compiled_at_once_all_run(kernel):
     for thread in threads:
         thread.join(WAIT * 3)
     assert failures == []
+
+
+def test_a_repr_that_never_returns_does_not_hold_the_description(kernel, signal_name):
+    state = ok(kernel, f"import helpers\nother = 1\nclass Slow:\n    def __repr__(self):\n"
+                       f"        helpers.{signal_name}.wait({WAIT})\n        return 'slow'\n"
+                       "value = Slow()")["state_name"]
+    kernel.describe_budget = 0.3
+    started = time.monotonic()
+    try:
+        variables = kernel.describe(state)["variables"]
+    finally:
+        getattr(helpers, signal_name).set()
+    assert time.monotonic() - started < 2
+    assert variables["value"]["repr"] == "<repr did not finish within 0.3 s>"
+    assert variables["other"]["repr"] == "1"
