@@ -93,7 +93,18 @@ def copy_names(source, names, target, aliases=(), track=False, replace=(), origi
         except MemoryError:
             raise MemoryError(f"not enough memory to copy {name!r}; nothing was "
                               "stored") from None
-    return copier or Copier(namespace, aliases, track, replace, origins, buffers)
+    if copier is None and track:
+        copier = Copier(namespace, aliases, track, replace, origins, buffers)
+    return copier or _NOTHING_COPIED
+
+
+class _NothingCopied:
+    """What ``copy_names`` returns when it copied nothing and tracked nothing."""
+
+    made, codes, shared = {}, (), {}
+
+
+_NOTHING_COPIED = _NothingCopied()
 
 
 class ChangedWhileCopied(RuntimeError):

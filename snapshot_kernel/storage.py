@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
 
-from .copier import STORED_GLOBALS, copy_names, reading
+from .copier import ATOMIC, STORED_GLOBALS, copy_names, reading
 
 TOUCHED, WHOLE = "touched", "whole"  # copy modes: see Working.open
 MAX_DEPTH = 16  # a Namespace over more layers than this is flattened
@@ -285,7 +285,8 @@ class Working:
         it deleted. Running code may still hold what it made, so everything stored is
         a copy, or a stored object the copy came out identical to."""
         touched = [name for name in list(self.namespace) if name != "__builtins__"
-                   and self.namespace[name] is not self.provided.get(name, self)]
+                   and self.namespace[name] is not self.provided.get(name, self)
+                   and not self._kept_atomic(name)]
         stored = {}
         copier = copy_names(self.namespace, touched, stored, (self.namespace,), track=True,
                             replace=[(self.namespace["__builtins__"], builtins)],
@@ -304,6 +305,13 @@ class Working:
             if name not in self.namespace:
                 changes[name] = DELETED
         return changes
+
+    def _kept_atomic(self, name):
+        """True if ``name`` still holds the immutable object its state holds (``__name__``,
+        a number it only read): nothing to copy out, and it shares nothing."""
+        entry = self.source.get(name)
+        return (entry is not None and type(entry.value) in ATOMIC
+                and self.namespace[name] is entry.value)
 
     def _unchanged(self, group, stored, shared):
         """True if every name of ``group`` holds the stored object, group and sharing
