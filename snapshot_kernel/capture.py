@@ -35,6 +35,7 @@ class Capture:
         self.image_limit = image_limit  # bytes of one image in a display_data item
         self.full_limit = full_limit    # bytes of a stream's full text kept for paging
         self.closed = False
+        self.checkpoint = None  # the kernel's checkpoint function while the cell runs
         self._full = {}  # stream name -> FullText, once the stream outgrew the limit
         self._seen = {}  # stream name -> characters written in all
         self._lock = threading.Lock()

@@ -44,9 +44,9 @@ def cell_filename():
 class Source:
     """A cell's source in ``linecache``, so tracebacks show its lines, as IPython's do.
 
-    It stays there while any code compiled from it lives (a function a state
-    keeps, a cell still running) and goes with the last of them, so deleted
-    states and failed cells leave nothing behind.
+    It stays there while the cell runs and while any code compiled from it
+    lives (a function a state keeps), and goes with the last of them, so
+    deleted states and failed cells leave nothing behind.
     """
 
     _live = {}  # filename -> code objects of the cell still alive
@@ -54,17 +54,26 @@ class Source:
 
     @classmethod
     def keep(cls, filename, code, compiled):
-        """Keep ``code`` in linecache under ``filename`` while ``compiled`` code lives."""
-        objects = [each for top in compiled if top is not None for each in _code_tree(top)]
+        """Keep ``code`` in linecache under ``filename`` until ``done(filename)`` and
+        while the code nested in ``compiled`` (functions, classes) lives."""
+        nested = [each for top in compiled if top is not None
+                  for each in _code_tree(top) if each is not top]
         with cls._lock:
             linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-            cls._live[filename] = cls._live.get(filename, 0) + len(objects)
-        for each in objects:
+            cls._live[filename] = cls._live.get(filename, 0) + len(nested) + 1
+        for each in nested:
             weakref.finalize(each, cls._release, filename).atexit = False
+
+    @classmethod
+    def done(cls, filename):
+        """The cell ``filename`` has run and its errors are formatted."""
+        cls._release(filename)
 
     @classmethod
     def _release(cls, filename):
         with cls._lock:
+            if filename not in cls._live:
+                return  # the cell did not compile
             cls._live[filename] -= 1
             if cls._live[filename] == 0:
                 del cls._live[filename]

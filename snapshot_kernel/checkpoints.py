@@ -13,29 +13,15 @@ only reports a hint (``GET /executions`` shows the latest).
 """
 
 import builtins
-import threading
 
 from . import capture
 from .errors import StateExists, check_name
 
-_hooks = {}  # Capture -> function(call, **arguments) of the kernel running that cell
-_lock = threading.Lock()
-
-
-def attach(run_capture, hook):
-    """Route the calls below from the execution writing to ``run_capture`` to ``hook``."""
-    with _lock:
-        _hooks[run_capture] = hook
-
-
-def detach(run_capture):
-    with _lock:
-        _hooks.pop(run_capture, None)
-
-
 def _hook(what):
+    """The kernel's function for the calls below, which it puts on the capture of the
+    execution while its cell runs (threads the cell starts share that capture)."""
     current = capture.current_capture()
-    hook = _hooks.get(current) if current is not None else None
+    hook = getattr(current, "checkpoint", None)
     if hook is None:
         raise RuntimeError(f"{what}() works only in a snapshot-kernel cell, while it runs")
     return hook

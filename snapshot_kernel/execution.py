@@ -108,8 +108,10 @@ class Executions:
         self.finished = collections.OrderedDict()
 
     def get(self, exec_id):
-        self.prune()
-        return self.running.get(exec_id) or self.finished.get(exec_id)
+        run = self.running.get(exec_id) or self.finished.get(exec_id)
+        if run is not None and run.ended and time.monotonic() - run.ended_at >= self.keep_seconds:
+            return None  # past its time: prune() drops it at the next end
+        return run
 
     def add(self, run):
         self.finished.pop(run.exec_id, None)  # a finished one's id may be used again

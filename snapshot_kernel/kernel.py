@@ -256,7 +256,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
     def _run(self, run):
         """Thread body. An interrupt can arrive only between _arm and _disarm. The
         reply comes from ``_finish``, so it runs whatever happened before it."""
-        checkpoints.attach(run.capture, lambda call, **args: self._checkpoint(run, call, **args))
+        run.capture.checkpoint = lambda call, **args: self._checkpoint(run, call, **args)
         try:
             outcome = self._attempt(run)
         except KeyboardInterrupt:  # our interrupt, landed in kernel code just around the cell
@@ -267,7 +267,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
             outcome = Outcome(error=kernel_error(
                 "InternalError", f"the kernel failed around this cell ({type(exc).__name__}); "
                 "nothing was stored; the server log has the traceback"))
-        checkpoints.detach(run.capture)
+        run.capture.checkpoint = None
         self._finish(run, outcome)
 
     def _attempt(self, run):
@@ -285,7 +285,8 @@ class SnapshotKernel(Deadlines, Checkpointing):
         run.working = None
         exc = exc if exc is not None else failed
         if exc is not None:
-            return Outcome(error=_explain_gone(cell.error_dict(exc), gone))
+            outcome = Outcome(error=_explain_gone(cell.error_dict(exc), gone))
+        cell.Source.done(run.filename)
         return outcome
 
     def _copy_run_copy(self, run):

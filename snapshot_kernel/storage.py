@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from typing import Optional
 
 from .copier import ATOMIC, STORED_GLOBALS, copy_names, reading
+from .covariables import sizeof
 
 TOUCHED, WHOLE = "touched", "whole"  # copy modes: see Working.open
 MAX_DEPTH = 16  # a Namespace over more layers than this is flattened
@@ -225,7 +226,11 @@ class Working:
         """Copy in what ``codes`` may touch (everything, in WHOLE mode)."""
         self.namespace["__builtins__"] = builtins
         needs = [code_needs(code) for code in codes if code is not None]
-        self.materialize(_MODULE_DUNDERS)
+        for name in _MODULE_DUNDERS:  # immutable and alone: no copy, no group to follow
+            entry = self.source.get(name)
+            if entry is not None and type(entry.value) in ATOMIC:
+                self.namespace[name] = entry.value
+                self.copied.add(name)
         if self.mode == WHOLE or any(everything for _, everything in needs):
             self.materialize(self.source.entries())
         else:
@@ -287,23 +292,32 @@ class Working:
         touched = [name for name in list(self.namespace) if name != "__builtins__"
                    and self.namespace[name] is not self.provided.get(name, self)
                    and not self._kept_atomic(name)]
+        # An immutable value needs no copy, shares nothing, and is a group of its own.
+        changes = {name: _atomic_entry(name, self.namespace[name]) for name in touched
+                   if type(self.namespace[name]) in ATOMIC}
+        touched = [name for name in touched if name not in changes]
+        if touched:
+            changes.update(self._copied_out(touched))
+        for name in self.copied:
+            if name not in self.namespace:
+                changes[name] = DELETED
+        return changes
+
+    def _copied_out(self, touched):
+        """The entries of ``touched`` names whose groups changed, copied out with one memo."""
         stored = {}
         copier = copy_names(self.namespace, touched, stored, (self.namespace,), track=True,
                             replace=[(self.namespace["__builtins__"], builtins)],
                             origins=self.origins, buffers=self.buffers, globals_=STORED_GLOBALS)
-        made, groups = {}, {}
+        made, groups, changes = {}, {}, {}
         for name, spec in copier.groups(touched).items():
             if spec not in made:
                 made[spec] = Group(*spec)
             groups[name] = made[spec]
-        changes = {}
         for name in touched:
             group = groups[name]
             if not self._unchanged(group, stored, copier.shared):
                 changes[name] = Entry(name, stored[name], group, copier.shared.get(name))
-        for name in self.copied:
-            if name not in self.namespace:
-                changes[name] = DELETED
         return changes
 
     def _kept_atomic(self, name):
@@ -322,6 +336,11 @@ class Working:
                     or entry.group.names != group.names or entry.shared != shared.get(member)):
                 return False
         return True
+
+
+def _atomic_entry(name, value):
+    size = sizeof(value)
+    return Entry(name, value, Group(frozenset([name]), size, size))
 
 
 def sizes(parent, changes):
