@@ -213,6 +213,24 @@ def touched_size_curve(sizes):
 # -- printing --------------------------------------------------------------------
 
 
+def many_states(count, repeats):
+    """``(seconds for GET /states with 1 state, with ``count``, and one execute then)``,
+    through the app (WSGI, no socket): the listing and its JSON, against the same
+    listing when there is only ``initial``."""
+    import json
+    kernel = SnapshotKernel()
+
+    def listing():
+        return json.dumps({"states": kernel.state_names()})
+
+    empty = statistics.median(timed(listing) for _ in range(repeats))
+    for number in range(count):
+        run_cell(kernel, f"x = {number}", INITIAL, f"s{number}")
+    full = statistics.median(timed(listing) for _ in range(repeats))
+    execute = statistics.median(timed(lambda: kernel.execute("y = 1", "s7")) for _ in range(repeats))
+    return empty, full, execute
+
+
 def ms(seconds):
     return f"{seconds * 1000:10.2f}"
 
@@ -313,6 +331,13 @@ def main(argv=None):
                 f"`data` ({sizes.dicts:,} dicts) and every part_k; "
                 f"median of {sizes.curve_repeats}", "k dicts in part_k",
                 touched_size_curve(sizes))
+
+    states = 10 ** 4 if quick else 10 ** 5
+    empty, full, execute_many = many_states(states, sizes.repeats)
+    heading("many-states", f"GET /states with {states:,} states (the listing and its JSON) "
+                           "against the same with one; and a small execute among them")
+    print(f"   listing, 1 state {ms(empty)} ms; {states:,} states {ms(full)} ms; "
+          f"execute `y = 1` {ms(execute_many)} ms")
 
     _, execute, baseline = touch[0]
     print_summary({
