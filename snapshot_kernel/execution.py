@@ -84,7 +84,7 @@ class Execution:
         started = datetime.fromtimestamp(self.started_at, timezone.utc).isoformat()
         return {"exec_id": self.exec_id, "status": self.status, "state_name": self.state_name,
                 "new_state_name": self.new_state_name, "started": started,
-                "elapsed": round(time.monotonic() - self.started, 3),
+                "elapsed": round((self.ended_at or time.monotonic()) - self.started, 3),
                 "timeout": self.timeout, "interrupted": self.interrupt_reason is not None,
                 "interrupt_reason": self.interrupt_reason, "stuck": self.stuck,
                 "thread_id": self.thread_id, "progress": self.progress,

@@ -48,4 +48,8 @@ def test_the_walkthrough_works_verbatim(server):
     assert '"ename": "KeyboardInterrupt"' in out and '"text": "napping\\n"' in out
     assert '"ename": "TimeoutError"' in out
     assert '{"deleted": "negated"}' in out and "no state named 'negated'" in out
+    assert '"status": "running", "location": "/executions/job"' in out
+    assert '"status": "completed"' in out and '"state_name": "summed@3"' in out
+    assert '"text/plain": "15"' in out
+    assert "<stdout>\nhi\n</stdout>\n<execute_result>\n41\n</execute_result>" in out
     assert out.rstrip().endswith('{"states": ["initial"]}')
