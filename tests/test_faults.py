@@ -90,7 +90,7 @@ def test_cell_sources_go_with_the_last_code_made_from_them():
     kernel.delete(child)
     kernel.delete(state)
     gc.collect()
-    assert cell_sources() == before
+    assert cell_sources() - before == set()  # (earlier tests' sources may go meanwhile)
 
 
 def test_a_reset_releases_every_cell_source():
@@ -102,7 +102,7 @@ def test_a_reset_releases_every_cell_source():
         state = ok(kernel, f"def f{i}():\n    return {i}", state)["state_name"]
     kernel.reset()
     gc.collect()
-    assert cell_sources() == before
+    assert cell_sources() - before == set()
 
 
 def test_multi_line_cells_compiled_at_once_all_run(kernel):
