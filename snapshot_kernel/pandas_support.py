@@ -9,12 +9,15 @@ reduce value, as pickle does, through the copier: an Index shared by two names
 stays one object, object columns copy their contents like any other value,
 and cells' classes inside them are the copied classes.
 
-Inside a block manager, arrays are detached (``copier.detach_arrays``): each
-block gets memory of its own, as after pickle. pandas tracks which blocks share
-memory to copy before writing (copy-on-write); that bookkeeping is not carried
-over, so blocks must not share memory after a copy. One consequence: a frame
-and a view of it (pandas < 3 only: ``s = df['a']`` then ``s[0] = 1``) stop
-sharing memory in the next cell.
+Under copy-on-write (pandas >= 3, or pandas 2 with ``mode.copy_on_write``
+set to True) arrays inside a block manager are detached
+(``copier.detach_arrays``): each block gets memory of its own, as after pickle.
+pandas tracks which blocks share memory to copy before writing; that
+bookkeeping is not carried over, so blocks must not share memory after a copy,
+and under copy-on-write no user can tell. Without copy-on-write (pandas 2's
+default) writes go through shared memory (``col = df['a']`` then
+``col[0] = 1`` changes ``df``), so there blocks are copied like any other
+arrays: a view stays a view of its copied base.
 """
 
 import pandas as pd
@@ -30,7 +33,21 @@ def copy_by_reduce(copier, obj):
     return copier.reduce_copy(obj)
 
 
+def _copy_on_write():
+    if _PANDAS_3:
+        return True
+    try:
+        return pd.options.mode.copy_on_write is True
+    except (AttributeError, KeyError):  # pandas 1: no such option, no copy-on-write
+        return False
+
+
+_PANDAS_3 = int(pd.__version__.split(".")[0]) >= 3
+
+
 def copy_manager(copier, manager):
+    if not _copy_on_write():
+        return (yield from copier.reduce_copy(manager))
     copier.detach_arrays += 1
     try:
         return (yield from copier.reduce_copy(manager))
