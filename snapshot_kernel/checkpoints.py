@@ -75,16 +75,17 @@ class Checkpointing:
                 raise StateExists(f"state {name!r} already exists; name the checkpoint otherwise")
             state = self._child(name, run, changes, checkpoint=True, progress=run.progress)
             self._reserved[name] = run
+        listed = {"state_name": name, "progress": run.progress, "timestamp": state.timestamp}
+        saved = False
         try:
-            if self._store is not None:
-                self._store.save(state)
+            if self._store is not None:  # with the record a restart reports, which lists it
+                summary = dict(run.summary(), checkpoints=[*run.checkpoints, listed])
+                self._store.save(state, run.exec_id, summary)
+            saved = True
         finally:
-            with self._lock:
+            with self._lock:  # at once: the name is never free between reserved and stored
                 del self._reserved[name]
-        with self._lock:
-            self._states[name] = state
-            run.checkpoints.append({"state_name": name, "progress": run.progress,
-                                    "timestamp": state.timestamp})
-        if self._store is not None:
-            self._store.running(run.exec_id, run.summary())
+                if saved:
+                    self._states[name] = state
+                    run.checkpoints.append(listed)
         return name

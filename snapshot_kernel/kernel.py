@@ -330,10 +330,13 @@ class SnapshotKernel(Deadlines, Checkpointing):
                 self._reserved[name] = run
                 state = self._child(name, run, outcome.stored)
         lost = {}
-        if state is not None and self._store is not None:
-            lost, failure = self._save(state)
-            if failure is not None:
-                state, outcome = None, Outcome(error=failure)
+        if self._store is not None:
+            if state is not None:  # noted as ended in the transaction that saves its state
+                lost, failure = self._save(state, run.exec_id)
+                if failure is not None:
+                    state, outcome = None, Outcome(error=failure)
+            if state is None:  # before the reply, so a restart cannot report it as running
+                self._store.ended(run.exec_id)
         with self._lock:
             if self._reserved.get(run.new_state_name) is run:
                 del self._reserved[run.new_state_name]
@@ -347,13 +350,12 @@ class SnapshotKernel(Deadlines, Checkpointing):
                 run.reply = reply_for(run, outcome, state and state.name, lost)
                 run.done.set()
             self._runs.end(run)
-        if self._store is not None:
-            self._store.ended(run.exec_id)
 
-    def _save(self, state):
-        """``(lost, None)`` once ``state`` is in the state directory, or ``(None, error)``."""
+    def _save(self, state, exec_id):
+        """``(lost, None)`` once ``state`` is in the state directory and execution
+        ``exec_id`` no longer noted as running there, or ``(None, error)``."""
         try:
-            return self._store.save(state), None
+            return self._store.save(state, exec_id), None
         except (OSError, StoreError) as exc:
             return None, kernel_error("StoreError", f"the new state could not be saved to the "
                                       f"state directory ({exc}); nothing was stored")

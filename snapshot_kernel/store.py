@@ -45,6 +45,14 @@ CREATE TABLE IF NOT EXISTS running (exec_id TEXT PRIMARY KEY, summary TEXT);
 """
 
 
+def _note_running(db, exec_id, summary):
+    """Execution ``exec_id`` runs, as ``summary`` says; or, if that is None, it has ended."""
+    if summary is None:
+        db.execute("DELETE FROM running WHERE exec_id = ?", (exec_id,))
+    else:
+        db.execute("INSERT OR REPLACE INTO running VALUES (?, ?)", (exec_id, json.dumps(summary)))
+
+
 class StoreError(Exception):
     """The state directory cannot be used; the message says why and what to do."""
 
@@ -129,12 +137,14 @@ class Store:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def save(self, state):
+    def save(self, state, exec_id=None, summary=None):
         """Write ``state`` (a new one) before anyone is told of it; returns ``{name: why}``
         for the names whose objects could not be pickled (lost after a restart).
 
         Its new entries are replaced, in its layer, by entries whose objects a
-        GroupRecord keeps (and may drop and reload)."""
+        GroupRecord keeps (and may drop and reload). The same transaction notes
+        execution ``exec_id`` as running with ``summary``, or as ended if that is
+        None, so a restart never reports a stored state's execution as cut short."""
         layer = state.names
         new_layer = getattr(layer, "layer_id", None) is None
         groups = self._new_groups(layer) if new_layer else {}
@@ -153,6 +163,8 @@ class Store:
                        (state.name, self._seq, layer.layer_id, state.parent, state.code,
                         state.created, state.new_bytes, state.total_bytes,
                         json.dumps(state.meta)))
+            if exec_id is not None:
+                _note_running(db, exec_id, summary)
         return lost
 
     def _new_groups(self, layer):
@@ -260,12 +272,11 @@ class Store:
     def running(self, exec_id, summary):
         """Note (or update) an execution that runs now, with its checkpoints so far."""
         with self._transaction() as db:
-            db.execute("INSERT OR REPLACE INTO running VALUES (?, ?)",
-                       (exec_id, json.dumps(summary)))
+            _note_running(db, exec_id, summary)
 
     def ended(self, exec_id):
         with self._transaction() as db:
-            db.execute("DELETE FROM running WHERE exec_id = ?", (exec_id,))
+            _note_running(db, exec_id, None)
 
     # -- loading ------------------------------------------------------------------------------
 
