@@ -24,7 +24,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         prog="snapshot-kernel",
         description="A branchable Python execution server. Cells run with this "
-                    "process's rights: it is not a sandbox; bind it to loopback.")
+                    "process's rights: it is not a sandbox; bind it to loopback.",
+        epilog="snapshot-kernel mcp --help: the kernel as MCP tools, for agent hosts.")
     parser.add_argument("--bind", default=DEFAULT_BIND, type=_host_port,
                         help=f"HOST:PORT to listen on (default {DEFAULT_BIND}; port 0 picks one)")
     parser.add_argument("--token", default=os.environ.get(TOKEN_ENV),

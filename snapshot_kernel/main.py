@@ -17,7 +17,7 @@ import threading
 
 import bottle
 
-from . import errors, openapi
+from . import errors, mcp_cli, openapi
 from .render import render_text
 from .store import StoreError
 from .cli import DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, kernel_from, parse_args
@@ -352,6 +352,9 @@ def _json_type(value):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["mcp"]:  # snapshot-kernel mcp ...: the MCP front (mcp_cli)
+        return mcp_cli.main(argv[1:])
     args = parse_args(argv)
     try:
         kernel = kernel_from(args)

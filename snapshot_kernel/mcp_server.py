@@ -1,0 +1,314 @@
+"""The kernel as MCP tools, over stdio or streamable HTTP: ``snapshot-kernel mcp``.
+
+The only module that imports the ``mcp`` SDK (the ``mcp`` extra, Python 3.10 or
+later). Each tool calls a backend (``mcp_backends``: a kernel in this process or
+a server over HTTP) in a worker thread, and answers with text content for the
+model (the concise rendering of the outputs and a line naming the exec_id and
+the state), PNG and JPEG images as image content, the HTTP API's JSON as
+structured content, and ``is_error`` when the cell raised. While a cell runs,
+the tools that wait for it send progress notifications to hosts that asked.
+"""
+
+import functools
+import hmac
+import json
+import signal
+import socket
+import sys
+import time
+from typing import Annotated, Literal, Optional
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from pydantic import Field
+
+from . import mcp_text
+from .mcp_backends import BackendError
+from .render import render_text
+
+PROGRESS_INTERVAL = 1.0  # seconds between progress notifications while a cell runs
+MAX_WAIT = 600.0         # seconds get_execution may wait
+DEFAULT_PAGE = 100_000   # characters read_output returns unless told
+HTTP_PATH = "/mcp"
+SHUTDOWN_GRACE = 2       # seconds open HTTP streams get when the server stops
+
+INSTRUCTIONS = (
+    "A Python kernel whose states you can branch. A state is an immutable snapshot of a "
+    "namespace: variables, functions, classes, imported modules. execute_code runs code on a "
+    "private copy of a state and, if the code succeeds, stores the result as a new state; the "
+    "source state never changes, so you can try several variants from one state and keep the "
+    "one that worked, without re-running earlier steps. 'initial' is the empty state. Code "
+    "runs with this server's rights on its machine: it is not a sandbox.")
+
+DESCRIPTIONS = {
+    "execute_code": (
+        "Run Python code on a copy of a state and, if it succeeds, store the result as a new "
+        "state (the source state never changes). It behaves like a notebook cell: stdout and "
+        "stderr are captured, the last expression's value is shown, plots come back as "
+        "images, and `!cmd`, `%pip install pkg` and `%time` work. The text is the output "
+        "(alone if there is one, else in <stdout>, <stderr>, <execute_result>, <error> tags); "
+        "its last line names the exec_id and the new state, or the error. Run the next step "
+        "on the new state by passing it as state_name. For work longer than a minute, pass "
+        "wait=false and poll get_execution; in the code, checkpoint(progress='3/10') stores "
+        "the globals so far as a state and reports progress."),
+    "list_states": "List the stored states' names, oldest first. 'initial' is the empty state.",
+    "get_state": (
+        "Describe a state: its parent, the code that made it, when, and each variable's type "
+        "and repr (cut to 2,000 characters). Values shared between states instead of copied "
+        "(modules, locks, open files) are listed with the reason."),
+    "delete_state": ("Delete a state to free its memory. States made from it keep their values. "
+                     "'initial' cannot be deleted."),
+    "interrupt": (
+        "Stop a running execution by raising KeyboardInterrupt in its code. Its result then "
+        "says KeyboardInterrupt and stores no state; checkpoints it made stay."),
+    "list_executions": (
+        "List the running executions (elapsed time, progress hint, checkpoints, stuck) and "
+        "the recently finished ones."),
+    "get_execution": (
+        "An execution's status (running, completed, failed, interrupted, timed_out, stuck), "
+        "its output so far and its latest progress hint; once it has finished, the same "
+        "result execute_code gives. Set wait to wait that many seconds for it to finish."),
+    "read_output": (
+        "Read the complete stdout or stderr of an execution whose result was cut (the "
+        "result says so), a page at a time."),
+}
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+NAME = "a state's name: printable, at most 128 characters, no '/'"
+
+
+def create_server(backend):
+    """An MCP server whose tools run on ``backend`` (see ``mcp_backends``)."""
+    server = MCPServer("snapshot-kernel", instructions=INSTRUCTIONS, log_level="WARNING")
+    tools = Tools(backend)
+    annotations = {"list_states": READ_ONLY, "get_state": READ_ONLY,
+                   "list_executions": READ_ONLY, "get_execution": READ_ONLY,
+                   "read_output": READ_ONLY,
+                   "delete_state": ToolAnnotations(destructive_hint=True)}
+    for name, description in DESCRIPTIONS.items():
+        server.add_tool(getattr(tools, name), name=name, description=description,
+                        annotations=annotations.get(name))
+    return server
+
+
+class Tools:
+    """The tools, each a method whose signature is the tool's input schema."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    async def execute_code(
+            self, ctx: Context,
+            code: Annotated[str, Field(description="the Python code to run")],
+            state_name: Annotated[str, Field(description="the state to run on; 'initial' is "
+                                                         "the empty state")] = "initial",
+            new_state_name: Annotated[Optional[str], Field(
+                description=f"the new state's name (default: state-N); {NAME}, not taken")] = None,
+            timeout: Annotated[Optional[float], Field(
+                gt=0, description="seconds before the code is interrupted (default: the "
+                                  "server's --timeout)")] = None,
+            wait: Annotated[bool, Field(
+                description="false: answer at once with the exec_id, then poll "
+                            "get_execution")] = True,
+            exec_id: Annotated[Optional[str], Field(
+                description="your id for this execution, for interrupt and get_execution "
+                            "(default: a random one)")] = None,
+            max_output: Annotated[Optional[int], Field(
+                gt=0, description="characters kept of each stream and of the result's repr "
+                                  "(default: the server's --max-output)")] = None,
+    ) -> CallToolResult:
+        """Run a cell; the reply once it ends, or its exec_id at once if not ``wait``."""
+        exec_id = await self._call(self.backend.start, code, state_name, new_state_name,
+                                   exec_id, timeout, max_output)
+        if not wait:
+            return _result(mcp_text.started_note(exec_id, state_name),
+                           {"exec_id": exec_id, "status": "running"})
+        finished = False
+        try:
+            report = await self._until_done(exec_id, ctx)
+            finished = True
+        finally:
+            if not finished:  # the host cancelled: like an HTTP client that hangs up
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._interrupt_quietly, exec_id)
+        return _reply_result(report["reply"])
+
+    def list_states(self) -> CallToolResult:
+        """The states' names."""
+        listing = self._sync(self.backend.states)
+        return _result("\n".join(listing["states"]), listing)
+
+    def get_state(self, name: Annotated[str, Field(description="the state's name")]
+                  ) -> CallToolResult:
+        """A state's metadata and variables."""
+        state = self._sync(self.backend.describe, name)
+        return _result(mcp_text.state_text(state), state)
+
+    def delete_state(self, name: Annotated[str, Field(description="the state's name")]
+                     ) -> CallToolResult:
+        """Drop a state."""
+        deleted = self._sync(self.backend.delete, name)
+        return _result(f"deleted state {name!r}; states made from it keep their values",
+                       deleted)
+
+    def interrupt(self, exec_id: Annotated[str, Field(description="the running execution")]
+                  ) -> CallToolResult:
+        """Interrupt a running execution."""
+        sent = self._sync(self.backend.interrupt, exec_id)
+        return _result(f"interrupted exec_id {exec_id!r}; get_execution shows how it ended",
+                       sent)
+
+    def list_executions(self) -> CallToolResult:
+        """The running and recently finished executions."""
+        listing = self._sync(self.backend.executions)
+        return _result(mcp_text.executions_text(listing), listing)
+
+    async def get_execution(
+            self, ctx: Context,
+            exec_id: Annotated[str, Field(description="the execution's exec_id")],
+            wait: Annotated[float, Field(
+                ge=0, le=MAX_WAIT, description="seconds to wait for it to finish "
+                                               "(default 0: answer at once)")] = 0,
+    ) -> CallToolResult:
+        """An execution's record, after waiting up to ``wait`` s for it to end."""
+        report = await self._until_done(exec_id, ctx, wait)
+        if report["reply"] is None:
+            rendered = render_text(report["output"])
+            return _result(mcp_text.running_note(report), report, before=rendered)
+        return _reply_result(report["reply"], report["status"], report)
+
+    def read_output(
+            self, exec_id: Annotated[str, Field(description="the execution's exec_id")],
+            stream: Annotated[Literal["stdout", "stderr"], Field(
+                description="which stream")] = "stdout",
+            offset: Annotated[int, Field(ge=0, description="characters to skip")] = 0,
+            limit: Annotated[int, Field(gt=0, description="characters to return")] = DEFAULT_PAGE,
+    ) -> CallToolResult:
+        """A page of an execution's full stream text."""
+        page = self._sync(self.backend.output, exec_id, stream, offset, limit)
+        return _result(mcp_text.page_note(page), page, before=page["text"])
+
+    async def _until_done(self, exec_id, ctx, wait=None):
+        """The execution's record once it has its reply, or after ``wait`` seconds (None:
+        no limit); a progress notification every PROGRESS_INTERVAL meanwhile."""
+        started = time.monotonic()
+        deadline = None if wait is None else started + wait
+        while True:
+            left = PROGRESS_INTERVAL if deadline is None else deadline - time.monotonic()
+            report = await self._call(self.backend.execution, exec_id,
+                                      max(0.0, min(PROGRESS_INTERVAL, left)))
+            if report["reply"] is not None or (deadline is not None
+                                                 and time.monotonic() >= deadline):
+                return report
+            # A no-op unless the host sent a progress token; the count only has to grow.
+            await ctx.report_progress(round(time.monotonic() - started, 3), None,
+                                      mcp_text.progress_message(report))
+
+    async def _call(self, method, *args):
+        """``method(*args)`` in a worker thread: backends block."""
+        return await anyio.to_thread.run_sync(functools.partial(self._sync, method, *args))
+
+    @staticmethod
+    def _sync(method, *args):
+        try:
+            return method(*args)
+        except BackendError as exc:  # a refusal the model can act on: is_error with its text
+            raise ToolError(mcp_text.refusal(str(exc))) from None
+
+    def _interrupt_quietly(self, exec_id):
+        try:
+            self.backend.interrupt(exec_id)
+        except BackendError:  # it ended meanwhile, or the server cannot be reached
+            pass
+
+
+def _result(note, structured, before=""):
+    """Text content (``before``, if any, then ``note``) with ``structured`` as JSON."""
+    blocks = [text for text in (before, note) if text]
+    return CallToolResult(content=[TextContent(text=text) for text in blocks],
+                          structured_content=structured)
+
+
+def _reply_result(reply, status=None, structured=None):
+    """An execution's reply as the model reads it: outputs, images, the note; is_error
+    if the cell raised."""
+    content = [TextContent(text=text) for text in (render_text(reply["output"]),) if text]
+    content += [ImageContent(data=data, mime_type=mime)
+                for mime, data in mcp_text.images(reply["output"])]
+    content.append(TextContent(text=mcp_text.reply_note(reply, status)))
+    return CallToolResult(content=content, structured_content=structured or reply,
+                          is_error=reply["error"] is not None)
+
+
+# -- transports --
+
+def serve_stdio(server):
+    """Serve on stdin and stdout until the host closes stdin or sends SIGINT."""
+    # The SDK points fd 0 at /dev/null and fd 1 at stderr while it serves, so that what
+    # cells and their subprocesses print cannot corrupt the protocol, but only if
+    # sys.stdin and sys.stdout are the process's own: the kernel wrapped them, and wraps
+    # them again before its next cell (capture.install).
+    sys.stdin, sys.stdout = sys.__stdin__, sys.__stdout__
+    try:
+        anyio.run(server.run_stdio_async)
+    except KeyboardInterrupt:  # SIGINT: stop serving like at the end of stdin
+        pass
+
+
+def listen(bind):
+    """A socket listening on ``(host, port)``; port 0 picks a free one."""
+    host, port = bind
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family)
+
+
+def serve_http(server, listener, token):
+    """Serve streamable HTTP at ``/mcp`` on ``listener`` to clients that send ``token``,
+    until SIGINT or SIGTERM; the URL is printed on stderr first."""
+    import uvicorn  # a dependency of the SDK's HTTP transport
+
+    host, port = listener.getsockname()[:2]
+    shown = f"[{host}]" if listener.family == socket.AF_INET6 else host
+    app = RequireToken(server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host),
+                       token.encode("utf-8"))
+    print(f"snapshot-kernel mcp listening on http://{shown}:{port}{HTTP_PATH}",
+          file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE)
+    http = uvicorn.Server(config)
+
+    def stop(signum, frame):
+        http.should_exit = True
+
+    # uvicorn stops on these signals, then raises them again for the handlers it found:
+    # with ours, the caller closes the kernel and exits 0, as the HTTP server does.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
+    anyio.run(functools.partial(http.serve, sockets=[listener]))
+
+
+class RequireToken:
+    """ASGI middleware: an HTTP request without ``Authorization: Bearer <token>`` is a 401."""
+
+    def __init__(self, app, token):
+        self.app, self.token = app, token
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or _bearer_matches(scope, self.token):
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps({"error": "missing or wrong token: send 'Authorization: Bearer "
+                                    "<token>'"}).encode("utf-8")
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"www-authenticate", b"Bearer"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _bearer_matches(scope, token):
+    """Whether the request's Authorization header is ``Bearer <token>`` (bytes, constant time)."""
+    header = dict(scope.get("headers") or ()).get(b"authorization", b"")
+    scheme, _, value = header.partition(b" ")
+    return scheme.lower() == b"bearer" and hmac.compare_digest(value.strip(), token)
