@@ -49,8 +49,9 @@ MEASURE_ERRORS = (ServerFailed, OSError, http.client.HTTPException, ValueError, 
 class Server:
     """One server process in its own session, and a keep-alive connection to it."""
 
-    def __init__(self, kind):
+    def __init__(self, kind, flags=()):
         command, token_variable = COMMANDS[kind]
+        command = [*command, *flags]
         self.kind = kind
         self.log = tempfile.TemporaryFile(mode="w+")  # a file, so no pipe can fill and block it
         env = {**os.environ, token_variable: TOKEN}  # not --token: ps shows command lines
@@ -129,9 +130,10 @@ def _signal_group(pgid, signum):
 
 
 @contextmanager
-def running(kind):
-    """A started ``Server`` of ``kind`` ("product" or "fork"), stopped when the block ends."""
-    server = Server(kind)
+def running(kind, flags=()):
+    """A started ``Server`` of ``kind`` ("product" or "fork") with command-line ``flags``,
+    stopped when the block ends."""
+    server = Server(kind, flags)
     try:
         yield server
     finally:
