@@ -44,6 +44,8 @@ FORMATS = ("json", "text")
 MAX_POLL = 60.0   # seconds ?wait= may hold a request
 WAIT_SLICE = 0.25  # seconds between checks that a waiting client is still there
 DEFAULT_PAGE = 100_000  # characters of full output a page holds unless ?limit= says
+MAX_PAGE = 10 ** 7      # characters ?limit= may ask for
+MAX_OFFSET = 10 ** 12   # the largest ?offset=
 
 
 def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING):
@@ -91,8 +93,8 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
         stream = bottle.request.query.getunicode("stream") or "stdout"
         if stream not in ("stdout", "stderr"):
             raise bottle.HTTPError(400, "stream must be stdout or stderr")
-        offset = int(_query_number("offset", 0, 10 ** 12))
-        limit = int(_query_number("limit", DEFAULT_PAGE, 10 ** 7) or DEFAULT_PAGE)
+        offset = int(_query_number("offset", 0, MAX_OFFSET))
+        limit = int(_query_number("limit", DEFAULT_PAGE, MAX_PAGE) or DEFAULT_PAGE)
         return kernel.output(exec_id, stream, offset, limit)
 
     @app.get("/states")
@@ -122,7 +124,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.get("/openapi.json")
     def openapi_document():
-        return openapi.document()
+        return openapi.document(max_body)
 
     return app
 
