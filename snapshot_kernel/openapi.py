@@ -11,8 +11,9 @@ the server's real replies against it.
 
 from importlib import metadata
 
-from .errors import MAX_NAME_LENGTH
+from .errors import MAX_NAME_LENGTH, MAX_POSITIVE
 from .execution import STATUSES
+from .kernel import DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT
 from .server import RETRY_AFTER
 
 INTERRUPT_REASONS = ("request", "timeout", "reset", "shutdown", "disconnect", "restart")
@@ -91,7 +92,12 @@ TEXT = {"type": "string"}
 WHOLE = {"type": "integer", "minimum": 0}
 FLAG = {"type": "boolean"}
 TIMESTAMP = {"type": "string", "format": "date-time"}
-NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH, "pattern": r"^[^/\\]+$",
+# What errors.check_name accepts, as near as a pattern that every validator reads can say:
+# no '/', '\\' or control character, and no whitespace at either end.
+_NAME_CHAR = r"[^/\\\x00-\x1f\x7f-\x9f]"
+_NAME_END = r"[^/\\\s\x00-\x1f\x7f-\x9f]"
+NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH,
+        "pattern": f"^{_NAME_END}(?:{_NAME_CHAR}*{_NAME_END})?$", "examples": ["initial"],
         "description": f"printable, 1 to {MAX_NAME_LENGTH} characters, not '.' or '..', without "
                        "'/' or '\\', and not starting or ending with whitespace"}
 _JSON_TYPES = {(str,): "string", (int, float): "number", (int,): "integer", (bool,): "boolean"}
@@ -101,8 +107,10 @@ def _schemas(http, max_body):
     schemas = {
         "Error": obj({"error": {**TEXT, "description": "what is wrong and how to fix it"}}),
         "Name": NAME,
-        "ExecuteRequest": _request(http.EXECUTE_FIELDS, _execute_fields(http), max_body),
-        "InterruptRequest": _request(http.INTERRUPT_FIELDS, {"exec_id": ref("Name")}, max_body),
+        "ExecuteRequest": _request(http.EXECUTE_FIELDS, _execute_fields(http), max_body, {
+            "code": "import math\nx = 41\nx + 1", "state_name": "initial"}),
+        "InterruptRequest": _request(http.INTERRUPT_FIELDS, {"exec_id": {
+            **ref("Name"), "description": "the running execution"}}, max_body, {"exec_id": "nap"}),
         "CellError": obj({"ename": TEXT, "evalue": TEXT,
                           "traceback": {"type": "array", "items": TEXT}},
                          description="An exception the cell raised, or one the kernel decided "
@@ -138,15 +146,23 @@ def _list_of(name):
     return {"type": "array", "items": ref(name)}
 
 
-def _request(fields, about, max_body):
+def _request(fields, about, max_body, example):
     """The schema of a JSON body with exactly ``fields`` (``main``'s table), described."""
-    properties = {name: {"type": _JSON_TYPES[types], **about[name]}
-                  for name, (types, _) in fields.items()}
+    properties = {name: _field(types, needed, about[name])
+                  for name, (types, needed) in fields.items()}
     required = [name for name, (_, needed) in fields.items() if needed]
     limit = f" A body over {max_body} bytes is refused (413)." if max_body else ""
-    return obj(properties, required,
-               description="Unknown fields are refused (400). The body is read as JSON "
-                           f"whatever its Content-Type says.{limit}")
+    return obj(properties, required, examples=[example],
+               description="Unknown fields are refused (400); an optional field that is null "
+                           "is left out. The body is read as JSON whatever its Content-Type "
+                           f"says.{limit}")
+
+
+def _field(types, needed, about):
+    """One request field: its JSON type, or null too if it may be left out."""
+    schema = {"type": _JSON_TYPES[types], **about}
+    description = schema.pop("description")
+    return {**(schema if needed else nullable(schema)), "description": description}
 
 
 def _execute_fields(http):
@@ -158,12 +174,13 @@ def _execute_fields(http):
                                                          "`state-N`."},
         "exec_id": {**ref("Name"), "description": "Your id for the execution; by default a "
                                                   "random hex string."},
-        "timeout": {"exclusiveMinimum": 0, "exclusiveMaximum": 10 ** 9,
+        "timeout": {"exclusiveMinimum": 0, "exclusiveMaximum": MAX_POSITIVE,
                     "description": "Seconds before the cell is interrupted; by default the "
-                                   "server's --timeout."},
-        "max_output": {"minimum": 1, "exclusiveMaximum": 10 ** 9,
+                                   f"server's --timeout ({DEFAULT_TIMEOUT:g} unless set)."},
+        "max_output": {"minimum": 1, "exclusiveMaximum": MAX_POSITIVE,
                        "description": "Characters kept per output stream and per text item; "
-                                      "by default the server's --max-output."},
+                                      f"by default the server's --max-output "
+                                      f"({DEFAULT_OUTPUT_LIMIT} unless set)."},
         "wait": {"default": True, "description": "false: answer 202 at once and run the cell "
                                                  "without holding the connection."},
         "format": {"enum": list(http.FORMATS), "default": "json",
@@ -364,7 +381,23 @@ def _execute(http):
                     "running. A waiting request counts towards --max-running (503 past it).")
     replies = op["responses"]
     op["responses"] = {"200": replies.pop("200"), "202": started, **replies}
+    reply["links"] = {**links_to_execution(), **links_to_state()}
+    started["links"] = links_to_execution()
     return op
+
+
+def links_to_execution():
+    """What a client can do next with the exec_id of a reply."""
+    exec_id = "$response.body#/exec_id"
+    return {"get_execution": {"operationId": "get_execution", "parameters": {"exec_id": exec_id}},
+            "read_output": {"operationId": "read_output", "parameters": {"exec_id": exec_id}}}
+
+
+def links_to_state():
+    """What a client can do next with the new state a reply names."""
+    name = "$response.body#/state_name"
+    return {"get_state": {"operationId": "get_state", "parameters": {"name": name}},
+            "delete_state": {"operationId": "delete_state", "parameters": {"name": name}}}
 
 
 def _read_output(http, execution):

@@ -19,6 +19,7 @@ import helpers
 from conftest import TOKEN
 from helpers import WAIT, wait_until_running
 from snapshot_kernel import openapi
+from snapshot_kernel.errors import InvalidName, check_name
 from snapshot_kernel.kernel import SnapshotKernel
 from snapshot_kernel.main import create_app
 from snapshot_kernel.server import CLIENT_GONE
@@ -214,10 +215,12 @@ REPLIES = {
         "timeout": 30}, {}, 200),
     "execute as text": ("POST", "/execute", {**GOOD, "format": "text"}, {}, 200),
     "execute as text for Accept": ("POST", "/execute", GOOD, {"HTTP_ACCEPT": "text/plain"}, 200),
+    "execute as text, a lone surrogate": ("POST", "/execute", {
+        **GOOD, "code": "print(chr(0xd800))", "format": "text"}, {}, 200),
     "execute without waiting": ("POST", "/execute", {**GOOD, "wait": False}, {}, 202),
     "execute, not JSON": ("POST", "/execute", b"{", {}, 400),
     "execute, unknown field": ("POST", "/execute", {**GOOD, "cod": 1}, {}, 400),
-    "execute, bad name": ("POST", "/execute", {**GOOD, "new_state_name": ".."}, {}, 400),
+    "execute, bad name": ("POST", "/execute", {**GOOD, "new_state_name": "a/b"}, {}, 400),
     "execute, bad timeout": ("POST", "/execute", {**GOOD, "timeout": 0}, {}, 400),
     "execute, unknown state": ("POST", "/execute", {**GOOD, "state_name": "nope"}, {}, 404),
     "execute, name taken": ("POST", "/execute", {**GOOD, "new_state_name": "keep"}, {}, 409),
@@ -233,6 +236,7 @@ REPLIES = {
     "an execution, bad wait": ("GET", "/executions/done?wait=soon", None, {}, 400),
     "an unknown execution": ("GET", "/executions/nope", None, {}, 404),
     "output": ("GET", "/executions/done/output?stream=stdout&offset=10&limit=20", None, {}, 200),
+    "output, a fraction": ("GET", "/executions/done/output?offset=0.5", None, {}, 400),
     "output, bad stream": ("GET", "/executions/done/output?stream=stdin", None, {}, 400),
     "output, unknown execution": ("GET", "/executions/nope/output", None, {}, 404),
     "interrupt": ("POST", "/interrupt", {"exec_id": "held"}, {}, 200),
@@ -263,6 +267,67 @@ def test_a_real_reply_matches_the_document(world, method, path, body, environ, s
     response = request(world, method, path, body, **environ)
     assert response.status_int == status, response.body
     check(world, response, method, path)
+
+
+# Bodies of POST /execute: the server takes those the schema accepts (and then answers
+# 200, 202, 404 or 409), and refuses the others with a 400.
+BODIES = {
+    "the example": {"code": "import math\nx = 41\nx + 1", "state_name": "initial"},
+    "every field": {**GOOD, "new_state_name": "n", "exec_id": "e", "timeout": 5.5,
+                    "max_output": 10, "wait": True, "format": "text"},
+    "optional fields null": {**GOOD, **dict.fromkeys(["new_state_name", "exec_id", "timeout",
+                                                      "max_output", "wait", "format"])},
+    "not waiting": {**GOOD, "wait": False},
+    "an unknown state": {**GOOD, "state_name": "nope"},
+    "a taken name": {**GOOD, "new_state_name": "keep"},
+    "no code": {"state_name": "initial"},
+    "code null": {**GOOD, "code": None},
+    "code a number": {**GOOD, "code": 1},
+    "an unknown field": {**GOOD, "codes": "x"},
+    "a zero timeout": {**GOOD, "timeout": 0},
+    "a huge timeout": {**GOOD, "timeout": 1e10},
+    "a fractional max_output": {**GOOD, "max_output": 1.5},
+    "wait a string": {**GOOD, "wait": "no"},
+    "an unknown format": {**GOOD, "format": "xml"},
+    "a name with a slash": {**GOOD, "new_state_name": "a/b"},
+    "a name with a leading space": {**GOOD, "new_state_name": " a"},
+    "a name with a control character": {**GOOD, "exec_id": "a\tb"},
+    "a name too long": {**GOOD, "exec_id": "n" * 129},
+    "an empty name": {**GOOD, "exec_id": ""},
+}
+
+
+@pytest.mark.parametrize("body", BODIES.values(), ids=BODIES)
+def test_the_server_takes_the_bodies_the_schema_accepts(world, body):
+    valid = True
+    try:
+        described_by(world).validate(body, "/components/schemas/ExecuteRequest")
+    except ValidationError:
+        valid = False
+    status = request(world, "POST", "/execute", body).status_int
+    assert status in ((200, 202, 404, 409) if valid else (400,)), (valid, status)
+
+
+NAMES = ["initial", "a b", "caf\u00e9 \u2615", "50% off?#", "n" * 128, "", "n" * 129, "a/b",
+         "a\\b", " a", "a ", "a\x00", "x\ny", "tab\there", "\x85"]
+
+
+@pytest.mark.parametrize("name", NAMES, ids=[repr(name)[:20] for name in NAMES])
+def test_the_name_schema_accepts_the_names_the_kernel_accepts(world, name):
+    """But for '.', '..' and the rare non-printable characters that are not controls,
+    which the schema's description names and a pattern cannot. (No name ends in a newline
+    here: Python's ``$`` matches before one, JSON Schema's ECMA-262 ``$`` does not.)"""
+    try:
+        check_name(name)
+        accepted = True
+    except InvalidName:
+        accepted = False
+    try:
+        described_by(world).validate(name, "/components/schemas/Name")
+        valid = True
+    except ValidationError:
+        valid = False
+    assert valid == accepted
 
 
 def test_a_state_that_could_not_be_saved_lists_what_it_lost(tmp_path):
