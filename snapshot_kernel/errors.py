@@ -4,6 +4,7 @@
 """
 
 MAX_NAME_LENGTH = 128
+MAX_POSITIVE = 10 ** 9  # a timeout or max_output must be below it
 
 
 class KernelError(Exception):
@@ -56,7 +57,7 @@ def positive(name, value, default, whole=False):
     if value is None:
         return default
     kinds = (int,) if whole else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 < value < 10 ** 9:
+    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 < value < MAX_POSITIVE:
         kind = "whole number" if whole else "number of seconds"
         raise InvalidArgument(f"{name} must be a positive {kind}, got {value!r}")
     return value

@@ -44,6 +44,8 @@ FORMATS = ("json", "text")
 MAX_POLL = 60.0   # seconds ?wait= may hold a request
 WAIT_SLICE = 0.25  # seconds between checks that a waiting client is still there
 DEFAULT_PAGE = 100_000  # characters of full output a page holds unless ?limit= says
+MAX_PAGE = 10 ** 7      # characters ?limit= may ask for
+MAX_OFFSET = 10 ** 12   # the largest ?offset=
 
 
 def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING):
@@ -91,8 +93,8 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
         stream = bottle.request.query.getunicode("stream") or "stdout"
         if stream not in ("stdout", "stderr"):
             raise bottle.HTTPError(400, "stream must be stdout or stderr")
-        offset = int(_query_number("offset", 0, 10 ** 12))
-        limit = int(_query_number("limit", DEFAULT_PAGE, 10 ** 7) or DEFAULT_PAGE)
+        offset = _query_number("offset", 0, MAX_OFFSET, whole=True)
+        limit = _query_number("limit", DEFAULT_PAGE, MAX_PAGE, whole=True) or DEFAULT_PAGE
         return kernel.output(exec_id, stream, offset, limit)
 
     @app.get("/states")
@@ -122,7 +124,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.get("/openapi.json")
     def openapi_document():
-        return openapi.document()
+        return openapi.document(max_body)
 
     return app
 
@@ -195,7 +197,9 @@ def _rendered(reply, form):
                           ("X-Error-Name", (reply["error"] or {}).get("ename"))):
         if value is not None:
             bottle.response.set_header(header, _header_text(value))
-    return render_text(reply["output"])
+    # Encoded here: a cell can print a lone surrogate, which UTF-8 cannot carry and which
+    # would fail Bottle's encoding outside every handler, as an HTML 500.
+    return render_text(reply["output"]).encode("utf-8", "backslashreplace")
 
 
 def _header_text(value):
@@ -203,16 +207,17 @@ def _header_text(value):
     return value.encode("utf-8").decode("latin-1") if value.isprintable() else repr(value)
 
 
-def _query_number(name, default, highest):
+def _query_number(name, default, highest, whole=False):
     text = bottle.request.query.getunicode(name)
     if text is None or text == "":
         return default
     try:
-        value = float(text)
+        value = int(text) if whole else float(text)
     except ValueError:
-        value = -1.0
+        value = -1
     if not 0 <= value <= highest:
-        raise bottle.HTTPError(400, f"?{name}= must be a number from 0 to {highest:g}, "
+        kind = "a whole number" if whole else "a number"
+        raise bottle.HTTPError(400, f"?{name}= must be {kind} from 0 to {highest:g}, "
                                     f"not {text!r}")
     return value
 

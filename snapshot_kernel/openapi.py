@@ -1,7 +1,414 @@
-"""The OpenAPI 3.1 document of the HTTP API, served at GET /openapi.json."""
+"""The OpenAPI 3.1 document of the HTTP API, served at GET /openapi.json.
+
+Built from small pieces: the JSON Schemas of bodies (``components/schemas``),
+the replies that several routes share, errors above all
+(``components/responses``), the two ways to send the token
+(``components/securitySchemes``), and one operation per route. Request schemas
+come from ``main``'s field tables, and limits and names from the modules that
+enforce them, so the document follows the code; ``tests/test_openapi.py`` holds
+the server's real replies against it.
+"""
+
+from importlib import metadata
+
+from .errors import MAX_NAME_LENGTH, MAX_POSITIVE
+from .execution import STATUSES
+from .kernel import DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT
+from .server import RETRY_AFTER
+
+INTERRUPT_REASONS = ("request", "timeout", "reset", "shutdown", "disconnect", "restart")
+STREAMS = ("stdout", "stderr")
+# Every route can meet these: the transport's refusals, the token check, a bug.
+COMMON_ERRORS = ("400", "401", "414", "431", "500", "501", "503", "505")
+# And the routes that read a body, these.
+BODY_ERRORS = ("400", "408", "411", "413")
+
+DESCRIPTION = """A Python execution server whose states you can branch. A state is an \
+immutable snapshot of a namespace; `execute_code` runs code on a private copy of one and, if \
+the code succeeds, stores the result as a new state. `initial` is the empty state.
+
+Every route needs the token, as `Authorization: Bearer <token>` or as `?token=<token>`. \
+Every 4xx and 5xx reply is `{"error": "<what is wrong and how to fix it>"}` as JSON, and a \
+refused request changes nothing. A route asked with a method it does not serve answers 405 \
+with an `Allow` header; an unknown route answers 404. Code runs with the server's rights: \
+it is not a sandbox."""
 
 
-def document():
-    """The OpenAPI document (being written: see the issue)."""
-    return {"openapi": "3.1.0", "info": {"title": "snapshot-kernel", "version": "0.1.0"},
-            "paths": {}}
+def document(max_body=None):
+    """The OpenAPI document of a server that refuses bodies over ``max_body`` bytes."""
+    from . import main as http  # not at the top: main imports this module
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "snapshot-kernel", "version": _version(), "description": DESCRIPTION},
+        "tags": [{"name": "executions", "description": "Run code, follow and stop runs."},
+                 {"name": "states", "description": "The stored states."},
+                 {"name": "meta", "description": "This document."}],
+        "security": [{"bearer": []}, {"token_query": []}],
+        "paths": _paths(http),
+        "components": {"schemas": _schemas(http, max_body),
+                       "responses": _responses(),
+                       "securitySchemes": SECURITY_SCHEMES},
+    }
+
+
+def _version():
+    try:
+        return metadata.version("snapshot-kernel")
+    except metadata.PackageNotFoundError:  # run from a source tree
+        return "0+unknown"
+
+
+SECURITY_SCHEMES = {
+    "bearer": {"type": "http", "scheme": "bearer",
+               "description": "`Authorization: Bearer <token>`, the server's --token."},
+    "token_query": {"type": "apiKey", "in": "query", "name": "token",
+                    "description": "`?token=<token>`, for clients that cannot set headers."},
+}
+
+
+# -- schema pieces -----------------------------------------------------------------------
+
+def ref(name, kind="schemas"):
+    return {"$ref": f"#/components/{kind}/{name}"}
+
+
+def nullable(schema):
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def obj(properties, required=None, **extra):
+    """A closed object: ``required`` lists the keys always present (default: all)."""
+    return {"type": "object", "properties": properties,
+            "required": list(properties) if required is None else required,
+            "additionalProperties": False, **extra}
+
+
+def mapping(values, description):
+    """An object whose keys are free and whose values follow ``values``."""
+    return {"type": "object", "additionalProperties": values, "description": description}
+
+
+TEXT = {"type": "string"}
+WHOLE = {"type": "integer", "minimum": 0}
+FLAG = {"type": "boolean"}
+TIMESTAMP = {"type": "string", "format": "date-time"}
+# What errors.check_name accepts, as near as a pattern that every validator reads can say:
+# no '/', '\\' or control character, and no whitespace at either end.
+_NAME_CHAR = r"[^/\\\x00-\x1f\x7f-\x9f]"
+_NAME_END = r"[^/\\\s\x00-\x1f\x7f-\x9f]"
+NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH,
+        "pattern": f"^{_NAME_END}(?:{_NAME_CHAR}*{_NAME_END})?$", "examples": ["initial"],
+        "description": f"printable, 1 to {MAX_NAME_LENGTH} characters, not '.' or '..', without "
+                       "'/' or '\\', and not starting or ending with whitespace"}
+_JSON_TYPES = {(str,): "string", (int, float): "number", (int,): "integer", (bool,): "boolean"}
+
+
+def _schemas(http, max_body):
+    schemas = {
+        "Error": obj({"error": {**TEXT, "description": "what is wrong and how to fix it"}}),
+        "Name": NAME,
+        "ExecuteRequest": _request(http.EXECUTE_FIELDS, _execute_fields(http), max_body, {
+            "code": "import math\nx = 41\nx + 1", "state_name": "initial"}),
+        "InterruptRequest": _request(http.INTERRUPT_FIELDS, {"exec_id": {
+            **ref("Name"), "description": "the running execution"}}, max_body, {"exec_id": "nap"}),
+        "CellError": obj({"ename": TEXT, "evalue": TEXT,
+                          "traceback": {"type": "array", "items": TEXT}},
+                         description="An exception the cell raised, or one the kernel decided "
+                                     "(KeyboardInterrupt, TimeoutError, KernelReset, ...)."),
+        "Checkpoint": obj({"state_name": TEXT, "progress": nullable(TEXT),
+                           "timestamp": TIMESTAMP}),
+        "Truncated": obj({"characters": WHOLE, "kept_characters": WHOLE, "capped": FLAG,
+                          "location": {**TEXT, "description": "GET it to page through the "
+                                                              "stream's whole text"}}),
+        "ExecutionReply": _reply(),
+        "Started": obj({"exec_id": TEXT, "status": {"const": "running"}, "location": TEXT}),
+        "ExecutionSummary": obj(_summary()),
+        "Execution": obj({**_summary(), "output": {"type": "array", "items": ref("Output")},
+                          "reply": nullable(ref("ExecutionReply"))},
+                         description="`reply` is null while the execution runs."),
+        "ExecutionList": obj({"executions": _list_of("ExecutionSummary"),
+                              "finished": _list_of("ExecutionSummary")}),
+        "OutputPage": obj({"exec_id": TEXT, "stream": {"enum": list(STREAMS)}, "offset": WHOLE,
+                           "text": TEXT, "next_offset": WHOLE, "total": WHOLE,
+                           "complete": FLAG, "capped": FLAG}),
+        "StateList": obj({"states": {"type": "array", "items": TEXT,
+                                     "description": "in creation order"}}),
+        "State": _state(),
+        "Deleted": obj({"deleted": TEXT}),
+        "Interrupted": obj({"interrupted": TEXT}),
+        "States": obj({"states": {"type": "array", "items": {"const": "initial"}}}),
+    }
+    schemas.update(_outputs())
+    return schemas
+
+
+def _list_of(name):
+    return {"type": "array", "items": ref(name)}
+
+
+def _request(fields, about, max_body, example):
+    """The schema of a JSON body with exactly ``fields`` (``main``'s table), described."""
+    properties = {name: _field(types, needed, about[name])
+                  for name, (types, needed) in fields.items()}
+    required = [name for name, (_, needed) in fields.items() if needed]
+    limit = f" A body over {max_body} bytes is refused (413)." if max_body else ""
+    return obj(properties, required, examples=[example],
+               description="Unknown fields are refused (400); an optional field that is null "
+                           "is left out. The body is read as JSON whatever its Content-Type "
+                           f"says.{limit}")
+
+
+def _field(types, needed, about):
+    """One request field: its JSON type, or null too if it may be left out."""
+    schema = {"type": _JSON_TYPES[types], **about}
+    description = schema.pop("description")
+    return {**(schema if needed else nullable(schema)), "description": description}
+
+
+def _execute_fields(http):
+    return {
+        "code": {"description": "The cell: Python, with notebook syntax (`!cmd`, `%pip`, "
+                                "`%time`, ...)."},
+        "state_name": {**ref("Name"), "description": "The source state."},
+        "new_state_name": {**ref("Name"), "description": "The new state's name; by default "
+                                                         "`state-N`."},
+        "exec_id": {**ref("Name"), "description": "Your id for the execution; by default a "
+                                                  "random hex string."},
+        "timeout": {"exclusiveMinimum": 0, "exclusiveMaximum": MAX_POSITIVE,
+                    "description": "Seconds before the cell is interrupted; by default the "
+                                   f"server's --timeout ({DEFAULT_TIMEOUT:g} unless set)."},
+        "max_output": {"minimum": 1, "exclusiveMaximum": MAX_POSITIVE,
+                       "description": "Characters kept per output stream and per text item; "
+                                      f"by default the server's --max-output "
+                                      f"({DEFAULT_OUTPUT_LIMIT} unless set)."},
+        "wait": {"default": True, "description": "false: answer 202 at once and run the cell "
+                                                 "without holding the connection."},
+        "format": {"enum": list(http.FORMATS), "default": "json",
+                   "description": "text: the reply is the outputs as one concise text for a "
+                                  "model (so is an `Accept: text/plain` request)."},
+    }
+
+
+def _reply():
+    return obj({
+        "output": {"type": "array", "items": ref("Output")},
+        "state_name": {**nullable(TEXT), "description": "the new state; null if the cell failed"},
+        "error": nullable(ref("CellError")),
+        "exec_id": TEXT,
+        "parent": {**TEXT, "description": "the source state"},
+        "checkpoints": _list_of("Checkpoint"),
+        "truncated": mapping(ref("Truncated"), "the streams the reply shows only part of"),
+        "lost": mapping(TEXT, "with --state-dir: names of the new state that could not be "
+                              "saved, and why"),
+    }, ["output", "state_name", "error", "exec_id", "parent"],
+        description="A cell that raised is still a 200: `error` is set and no state is stored.")
+
+
+def _summary():
+    return {"exec_id": TEXT, "status": {"enum": list(STATUSES)}, "state_name": TEXT,
+            "new_state_name": nullable(TEXT), "started": TIMESTAMP,
+            "elapsed": {"type": "number", "minimum": 0, "description": "seconds"},
+            "timeout": nullable({"type": "number"}), "interrupted": FLAG,
+            "interrupt_reason": nullable({"enum": list(INTERRUPT_REASONS)}), "stuck": FLAG,
+            "thread_id": nullable({"type": "integer"}), "progress": nullable(TEXT),
+            "checkpoints": _list_of("Checkpoint")}
+
+
+def _state():
+    variable = obj({"type": TEXT, "repr": TEXT})
+    return obj({
+        "name": TEXT, "timestamp": TIMESTAMP, "parent": nullable(TEXT),
+        "code": {**TEXT, "description": "the code that made it"},
+        "variables": mapping(variable, "each name's type and repr (cut to 2,000 characters)"),
+        "shared": mapping(TEXT, "names whose values are shared by reference, and why"),
+        "lost": mapping(TEXT, "with --state-dir: names that would not survive a restart"),
+        "approx_bytes": WHOLE, "shared_bytes": WHOLE,
+        "checkpoint": {"const": True}, "progress": nullable(TEXT),
+    }, ["name", "timestamp", "parent", "code", "variables", "shared", "lost", "approx_bytes",
+        "shared_bytes"], description="`checkpoint` and `progress` appear on checkpoints only.")
+
+
+def _outputs():
+    """Jupyter-shaped output items, told apart by ``output_type``."""
+    bundle = {"data": mapping({}, "mime type: value (`text/plain` always; images base64)"),
+              "metadata": {"type": "object"}}
+    kinds = {"StreamOutput": ("stream", {"name": {"enum": list(STREAMS)}, "text": TEXT}),
+             "DisplayData": ("display_data", bundle),
+             "ExecuteResult": ("execute_result", bundle),
+             "ErrorOutput": ("error", {"ename": TEXT, "evalue": TEXT,
+                                       "traceback": {"type": "array", "items": TEXT}})}
+    schemas = {name: obj({"output_type": {"const": kind}, **fields})
+               for name, (kind, fields) in kinds.items()}
+    schemas["Output"] = {"oneOf": [ref(name) for name in kinds],
+                         "discriminator": {"propertyName": "output_type", "mapping": {
+                             kind: ref(name)["$ref"] for name, (kind, _) in kinds.items()}}}
+    return schemas
+
+
+# -- responses ----------------------------------------------------------------------------
+
+def json_reply(description, schema, headers=None):
+    reply = {"description": description, "content": {"application/json": {"schema": schema}}}
+    if headers:
+        reply["headers"] = headers
+    return reply
+
+
+def header(description, required=True):
+    return {"description": description, "required": required, "schema": TEXT}
+
+
+RETRY = {"Retry-After": header(f"seconds to wait: always {RETRY_AFTER}")}
+ERRORS = {
+    "400": ("BadRequest", "The request is malformed: the body, a field, a name, a query "
+                          "parameter, or the HTTP itself. The message says which."),
+    "401": ("Unauthorized", "The token is missing or wrong. Nothing was done."),
+    "404": ("NotFound", "No such state or execution (records are kept a while after they end)."),
+    "408": ("BodyTimeout", "The body stopped arriving for --request-timeout seconds."),
+    "409": ("Conflict", "The name is taken, or the state is protected."),
+    "411": ("LengthRequired", "A body sent with Transfer-Encoding and no Content-Length."),
+    "413": ("BodyTooLarge", "The body is larger than --max-body."),
+    "414": ("UriTooLong", "The request line is longer than --max-header."),
+    "431": ("HeadersTooLarge", "The request line and headers are longer than --max-header."),
+    "499": ("ClientGone", "The client closed the connection before the request ran; nothing "
+                          "was done (nobody reads this reply)."),
+    "500": ("InternalError", "A bug in the server; its stderr has the traceback."),
+    "501": ("NotImplemented", "A Transfer-Encoding other than chunked."),
+    "503": ("Busy", "--max-running requests are waiting on cells, or --max-connections "
+                    "connections are being served. Retry after Retry-After seconds."),
+    "505": ("VersionNotSupported", "An HTTP version other than 1.x."),
+}
+ERROR_HEADERS = {"401": {"WWW-Authenticate": header("`Bearer`")}, "503": RETRY}
+
+
+def _responses():
+    return {name: json_reply(description, ref("Error"), ERROR_HEADERS.get(status))
+            for status, (name, description) in ERRORS.items()}
+
+
+def errors_of(*statuses):
+    """The error replies of an operation: ``statuses`` and the ones every route can meet."""
+    return {status: ref(ERRORS[status][0], "responses")
+            for status in sorted({*statuses, *COMMON_ERRORS})}
+
+
+# -- operations ----------------------------------------------------------------------------
+
+def operation(operation_id, tag, summary, reply, *statuses, description=None, **extra):
+    """One operation: its id, summary, 200 reply and error statuses, and ``extra`` fields."""
+    op = {"operationId": operation_id, "tags": [tag], "summary": summary}
+    if description:
+        op["description"] = description
+    op.update(extra)
+    op["responses"] = {"200": reply, **errors_of(*statuses)}
+    return op
+
+
+def path_name(name, description):
+    return {"name": name, "in": "path", "required": True, "description": description,
+            "schema": ref("Name")}
+
+
+def query(name, description, schema):
+    return {"name": name, "in": "query", "required": False, "description": description,
+            "schema": schema}
+
+
+def body(name):
+    return {"required": True, "content": {"application/json": {"schema": ref(name)}}}
+
+
+def _paths(http):
+    state = [path_name("name", "the state's name")]
+    execution = [path_name("exec_id", "the execution's id")]
+    return {
+        "/execute": {"post": _execute(http)},
+        "/executions": {"get": operation(
+            "list_executions", "executions", "List running executions, and finished ones "
+            "still kept (latest first).", json_reply("Summaries.", ref("ExecutionList")))},
+        "/executions/{exec_id}": {"get": operation(
+            "get_execution", "executions", "An execution's status, output so far, progress "
+            "and checkpoints; once it has ended, its reply. ?wait=S waits for the reply first.",
+            json_reply("The execution.", ref("Execution")), "404",
+            parameters=execution + [query("wait", "seconds to wait for the reply",
+                                          {"type": "number", "minimum": 0,
+                                           "maximum": http.MAX_POLL})],
+            description="A waiting request counts towards --max-running (503 past it).")},
+        "/executions/{exec_id}/output": {"get": _read_output(http, execution)},
+        "/interrupt": {"post": operation(
+            "interrupt", "executions", "Interrupt a running execution: KeyboardInterrupt in "
+            "its code; it stores no state, its checkpoints stay.",
+            json_reply("The interrupt was sent.", ref("Interrupted")), "404", *BODY_ERRORS,
+            requestBody=body("InterruptRequest"))},
+        "/states": {"get": operation(
+            "list_states", "states", "List the states' names in creation order.",
+            json_reply("The names.", ref("StateList")))},
+        "/states/{name}": {
+            "get": operation("get_state", "states", "Describe a state: parent, code, time, "
+                             "and each variable's type and repr.",
+                             json_reply("The state.", ref("State")), "404", parameters=state),
+            "delete": operation("delete_state", "states", "Delete a state. States made from it "
+                                "keep what they use of it; 'initial' cannot be deleted (409).",
+                                json_reply("Deleted.", ref("Deleted")), "404", "409", "499",
+                                parameters=state)},
+        "/reset": {"post": operation(
+            "reset_kernel", "states", "Drop every state but a fresh 'initial', and interrupt "
+            "running executions (their replies say KernelReset).",
+            json_reply("The states left.", ref("States")), "499")},
+        "/openapi.json": {"get": operation(
+            "get_openapi", "meta", "This OpenAPI 3.1 document.",
+            json_reply("The document.", {"type": "object"}))},
+    }
+
+
+def _execute(http):
+    text = {"schema": {**TEXT, "description": "with format text or Accept: text/plain: the "
+                                              "outputs as one concise text, names in headers"}}
+    reply = json_reply("The reply, whether or not the cell raised.", ref("ExecutionReply"),
+                       {"X-Exec-Id": header("with text: the exec_id", False),
+                        "X-State-Name": header("with text: the new state, if one was stored",
+                                               False),
+                        "X-Parent": header("with text: the source state", False),
+                        "X-Error-Name": header("with text: the error's ename, if any", False)})
+    reply["content"]["text/plain"] = text
+    started = json_reply("wait was false: the cell runs on; GET the Location for its record.",
+                         ref("Started"), {"Location": header("/executions/<exec_id>")})
+    op = operation(
+        "execute_code", "executions", "Run code on a copy of a state; if it succeeds, store "
+        "the result as a new state (the source never changes). Behaves like a notebook cell.",
+        reply, "404", "409", "499", *BODY_ERRORS, requestBody=body("ExecuteRequest"),
+        description="404: no such source state. 409: new_state_name exists, or exec_id is "
+                    "running. A waiting request counts towards --max-running (503 past it).")
+    replies = op["responses"]
+    op["responses"] = {"200": replies.pop("200"), "202": started, **replies}
+    reply["links"] = {**links_to_execution(), **links_to_state()}
+    started["links"] = links_to_execution()
+    return op
+
+
+def links_to_execution():
+    """What a client can do next with the exec_id of a reply."""
+    exec_id = "$response.body#/exec_id"
+    return {"get_execution": {"operationId": "get_execution", "parameters": {"exec_id": exec_id}},
+            "read_output": {"operationId": "read_output", "parameters": {"exec_id": exec_id}}}
+
+
+def links_to_state():
+    """What a client can do next with the new state a reply names."""
+    name = "$response.body#/state_name"
+    return {"get_state": {"operationId": "get_state", "parameters": {"name": name}},
+            "delete_state": {"operationId": "delete_state", "parameters": {"name": name}}}
+
+
+def _read_output(http, execution):
+    return operation(
+        "read_output", "executions", "Page through the whole text of an execution's stdout "
+        "or stderr, which its reply may show only part of.",
+        json_reply("A page.", ref("OutputPage")), "404",
+        parameters=execution + [
+            query("stream", "the stream", {"enum": list(STREAMS), "default": "stdout"}),
+            query("offset", "the first character", {"type": "integer", "minimum": 0,
+                                                    "maximum": http.MAX_OFFSET, "default": 0}),
+            query("limit", "characters at most (0: the default)",
+                  {"type": "integer", "minimum": 0, "maximum": http.MAX_PAGE,
+                   "default": http.DEFAULT_PAGE})])
