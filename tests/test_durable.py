@@ -15,6 +15,7 @@ import test_differential as differential
 from helpers import ok, printed, stdout
 from snapshot_kernel import persist
 from snapshot_kernel.kernel import SnapshotKernel
+from snapshot_kernel.storage import MAX_DEPTH
 from snapshot_kernel.store import StoreError
 
 
@@ -109,6 +110,28 @@ def test_the_tree_and_its_metadata_come_back(state_dir):
     after = {name: kernel.describe(name) for name in kernel.state_names()}
     assert after == before
     assert after["three@1"]["checkpoint"] is True and after["three@1"]["progress"] == "half"
+
+
+def test_children_made_after_a_restart_count_shared_bytes_as_before(state_dir):
+    kernel = SnapshotKernel(state_dir=state_dir)
+    ok(kernel, "a = list(range(10_000))\nb = a\nc = list(range(5_000))", new_state_name="base")
+    ok(kernel, "a = 1\nb = 2", "base", new_state_name="before")  # a and b: one group
+    kernel = restarted(state_dir)
+    ok(kernel, "a = 1\nb = 2", "base", new_state_name="after")
+    before, after = ({key: kernel.describe(name)[key] for key in ("approx_bytes", "shared_bytes")}
+                     for name in ("before", "after"))
+    assert after == before and before["shared_bytes"] > 40_000  # c's list is still shared
+
+
+def test_a_restart_makes_one_entry_for_a_name_however_many_layers_repeat_it(state_dir):
+    kernel = SnapshotKernel(state_dir=state_dir)
+    ok(kernel, "data = list(range(1000))\nn = 0", new_state_name="c0")
+    chain = 3 * MAX_DEPTH  # flattened layers repeat the entry of `data`, as in memory
+    for i in range(1, chain):
+        ok(kernel, "n += 1", f"c{i - 1}", new_state_name=f"c{i}")
+    kernel = restarted(state_dir)
+    assert len({id(kernel._states[f"c{i}"].names.get("data")) for i in range(chain)}) == 1
+    assert printed(kernel, "print(n, len(data))", f"c{chain - 1}") == f"{chain - 1} 1000\n"
 
 
 def test_deleting_and_resetting_free_their_disk_space(state_dir):
