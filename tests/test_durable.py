@@ -162,6 +162,21 @@ def test_a_memory_budget_drops_values_and_loads_them_back(state_dir):
     assert kernel._store._loaded_bytes <= 2_000_000  # 10 lists of 0.7 MB were loaded in turn
 
 
+def test_a_cell_that_only_reads_stores_nothing_though_the_budget_reloads_what_it_read(
+        state_dir):
+    ok(SnapshotKernel(state_dir=state_dir), "data = [[i] for i in range(20_000)]",
+       new_state_name="data")
+    kernel = restarted(state_dir, max_memory=1)  # each group loaded drops the one before
+    catalogue = os.path.join(state_dir, "catalog.sqlite")
+    with sqlite3.connect(catalogue) as db:
+        before = db.execute("SELECT count(*), sum(length(data)) FROM groups").fetchone()
+    reply = ok(kernel, "print(len(data), __name__)", "data")
+    assert stdout(reply) == "20000 __main__\n"
+    assert kernel.describe(reply["state_name"])["approx_bytes"] == 0
+    with sqlite3.connect(catalogue) as db:
+        assert db.execute("SELECT count(*), sum(length(data)) FROM groups").fetchone() == before
+
+
 DAMAGE = {"overwritten": lambda path: open(path, "r+b").write(b"garbage" * 100),
           "truncated": lambda path: os.truncate(path, os.path.getsize(path) // 2)}
 
