@@ -153,6 +153,18 @@ def test_deleting_and_resetting_free_their_disk_space(state_dir):
     assert np is not None
 
 
+def test_deleted_states_whose_cells_changed_nothing_stay_deleted_after_a_restart(state_dir):
+    kernel = SnapshotKernel(state_dir=state_dir)
+    ok(kernel, "x = 1", new_state_name="base")
+    ok(kernel, "print(x)", "base", new_state_name="same")  # holds base's very names
+    ok(kernel, "pass", "same", new_state_name="again")
+    kernel.delete("same")
+    kernel.delete("base")  # `again` still holds its names
+    kernel = restarted(state_dir)
+    assert kernel.state_names() == ["initial", "again"]
+    assert printed(kernel, "print(x)", "again") == "1\n"
+
+
 def test_a_memory_budget_drops_values_and_loads_them_back(state_dir):
     kernel = SnapshotKernel(state_dir=state_dir, max_memory=2_000_000)
     for i in range(10):
