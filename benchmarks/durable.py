@@ -1,204 +1,514 @@
-"""What ``--state-dir`` costs, and how fast a server comes back with its states (issue 9).
+"""--state-dir: the restart with 10,000 states, and what durability costs per execute (issue 9).
 
-    python benchmarks/durable.py [--quick]
+    python benchmarks/durable.py                 # full: 1-2 minutes, 2 GB of memory and disk
+    python benchmarks/durable.py --quick         # 1,000 states, data 10x smaller: a smoke run
+    python benchmarks/durable.py --only restart  # or --only writes
 
-Every figure is against a baseline measured in the same run, on servers that
-are separate processes (see ``harness.py``), each with a state directory of
-its own in a temporary folder.
+A program, not a test: it prints figures and targets and exits 0 whatever they
+are. Every server is a process of its own on loopback (``harness.py``):
+``python -m snapshot_kernel.main`` with ``--state-dir`` on a fresh temporary
+directory ("durable"), or without it ("in memory"). The client is this
+process, one keep-alive connection per server; a time is the round trip of one
+request as the client sees it.
 
-Write cost. Two servers, one in memory and one with ``--state-dir``, build the
-same base state (a 400 MB float array and a 2-million-row frame; 10x smaller
-with ``--quick``), then run each cell below CHILDREN times from it, each time
-as a new child, the two servers taking turns. Time is the median round trip;
-"stored" is the growth of the state directory (catalogue and blob files, with
-SQLite's write-ahead log folded in) per child. Target: a small
-cell (``n = n + 1``) on the big state within 1.5x its in-memory time, and
-kilobytes stored per child.
+Restart (the tree loads at start, values on first use). STATES small cells are
+executed over HTTP into two directories: a chain (each cell on the state made
+before it) and a tree (each on a random earlier state, seeded). Cell ``i`` is
+``n += 1`` and ``v{i % NAMES} = {...}``, so a state holds about NAMES names.
+The chain is built on an in-memory server too, the two alternating cell by
+cell: the write cost of a small cell on a small state. Each directory's bytes
+(as measured below) divided by STATES is what a state takes. Then, RESTARTS times, a
+server is started on each directory, and on the baselines (no ``--state-dir``,
+and an empty directory), in turn:
 
-Restart. A server with ``--state-dir`` is given STATES small cells, each a
-child of the previous state or of a random earlier one, and is then killed with
-SIGKILL. Restarting it on the same directory is timed until it answers
-``GET /states`` with all of them, against starting on an empty directory, and
-the first cell on a restored state (its values are loaded then) against the
-second one on it. Memory is the restarted server's against a fresh one's.
+  * "listening": from starting the process to the line on stderr naming its port;
+  * "GET /states": from starting the process until GET /states has answered,
+    listing every state;
+  * RSS (VmRSS) once it has; the in-memory server holding the same chain is
+    shown for comparison;
+  * a first cell, ``pass`` on initial (what any first cell pays); then, on the
+    deepest state, the first ``n += 1`` (the values it uses load now) and a
+    second one (loaded); then a cell using every name (``len(globals())``:
+    every group of the state loads), first and second. The states these make
+    are deleted, so every restart finds the same tree.
+
+The catalogue is in the page cache: a warm restart, as after a crash or a
+deploy. After a reboot it would also be read from disk.
+
+Write cost. An in-memory server and a durable one each build the same state
+(a 400 MB float64 array ``a``, a 2M-row frame ``df`` of 7 float columns, an
+int ``n``; ``--quick`` divides the sizes by 10), then run each cell BRANCHES
+times on that state, after one warm-up, alternating which server goes first.
+Time: median (min-max); ratio of the medians, durable / in memory. Target: a
+small cell on the big state (``n += 1``) <= 1.5x. Growth: what the state
+directory gained over a cell's executes, per execute: the catalogue, measured
+after a checkpoint that empties its write-ahead log (``PRAGMA
+wal_checkpoint(TRUNCATE)``, run from this process between the timed requests),
+and the blob files. The catalogue grows by 4 KiB pages, so a cheap cell runs
+on the durable server until GROWTH_EXECUTES executes before the second
+measurement. Target for ``n += 1``: kilobytes (< 10 KiB).
+
+Also: a cell that changes a large Python object (a list of 10**5 small dicts;
+durability pickles it whole), the same way; a restart on the big directory
+(the first ``a[0] = 1`` maps the blob file); and a memory budget: cells using
+``a`` and ``df`` in turn, on a server with a ``--max-memory`` that holds one
+of them, not both, so that each cell reloads the group the other evicted,
+against the same cells on a server without a budget.
+
+KiB and MiB are 1024 and 1024**2 bytes; "400 MB" is 4e8 bytes.
 """
 
 import argparse
-import contextlib
 import os
+import platform
 import random
 import shutil
 import signal
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 
 import harness
-from harness import heading, ms_range, running, settled_memory, verdict
+from harness import heading, ms_range, running, verdict
 
-CHILDREN = 10
 STATES = 10_000
+NAMES = 100
+RESTARTS = 5
+BRANCHES = 10
+POLL = 0.002  # seconds between looks at a starting server's stderr
 TIME_TARGET = 1.5
-MIB = 1024 ** 2
+GROWTH_TARGET = 10 * 1024
+GROWTH_EXECUTES = 100  # a cheap cell's growth is measured over this many executes
+CHEAP = 0.05  # seconds: a cell whose durable median is under this is cheap
+SEED = 9
+KIB, MIB = 1024, 1024 ** 2
 
 
-def base_cell(scale):
-    floats, rows = 50_000_000 // scale, 2_000_000 // scale
-    return ("import numpy as np, pandas as pd\n"
-            f"a = np.random.default_rng(0).random({floats})\n"
-            f"df = pd.DataFrame({{f'c{{i}}': np.random.default_rng(i).random({rows}) "
-            "for i in range(6)})\n"
-            "n = 0")
+@dataclass(frozen=True)
+class Sizes:
+    states: int
+    elements: int  # of the array ``a``
+    rows: int      # of the frame ``df``
+    fresh: int     # elements of the fresh array a cell makes
+    dicts: int     # in the large Python object
 
 
-def write_cells(scale):
-    return {"n = n + 1": "n = n + 1",
-            "a[0] = 1": "a[0] = 1",
-            "a.sum()": "a.sum()",
-            f"fresh {100 // scale} MB array": f"b = np.ones({12_500_000 // scale})"}
+FULL = Sizes(STATES, 50_000_000, 2_000_000, 12_500_000, 100_000)
+QUICK = Sizes(STATES // 10, 5_000_000, 200_000, 1_250_000, 10_000)
 
 
-def stored_bytes(path):
-    """Bytes the state directory holds once SQLite's write-ahead log is folded into the
-    catalogue (the log is reused, so its size says nothing about what a state added)."""
-    catalogue = os.path.join(path, "catalog.sqlite")
-    if os.path.exists(catalogue):
-        with contextlib.closing(sqlite3.connect(catalogue)) as db:
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    total = 0
-    for folder, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(folder, name))
-            except FileNotFoundError:  # a blob deleted while we walked
-                pass
-    return total
+def progress(message):
+    print(f"   ... {message}", file=sys.stderr, flush=True)
 
 
-def measure_writes(scale, root):
-    """``{cell: {"memory": times, "durable": times, "stored": bytes per child}}``.
+# -- the tree of small states --------------------------------------------------------------
 
-    Both servers run at once and take turns, child by child, so that drift in the
-    machine's speed hits both alike."""
-    state_dir = os.path.join(root, "writes")
-    results = {}
-    with running("product") as memory, running("product", ("--state-dir", state_dir)) as durable:
+
+def small_cell(number):
+    start = "n = 0\n" if number == 0 else ""
+    return f'{start}n += 1\nv{number % NAMES} = {{"i": {number}, "s": "{number}"}}'
+
+
+def tree_parents(count, seed=SEED):
+    """Node i's parent: a random earlier node (a random recursive tree); node 0's is None."""
+    rng = random.Random(seed)
+    return [None] + [rng.randrange(number) for number in range(1, count)]
+
+
+def depths(parents):
+    found = []
+    for parent in parents:
+        found.append(1 if parent is None else found[parent] + 1)
+    return found
+
+
+@dataclass
+class Built:
+    """A directory of small states, and what building it cost."""
+
+    label: str
+    directory: str
+    deepest: str
+    depth: int
+    times: list
+    baseline: list = field(default_factory=list)  # the same cells in memory (the chain)
+    memory_rss: int = 0  # of the in-memory server holding the same states
+
+
+def build_chain(directory, count):
+    """The chain, alternating with an in-memory server that builds the same."""
+    built = Built("chain", directory, f"c{count - 1}", count, [])
+    with running("product", ("--state-dir", directory)) as durable, \
+            running("product") as memory:
+        for number in range(count):
+            parent = "initial" if number == 0 else f"c{number - 1}"
+            pair = [(durable, built.times), (memory, built.baseline)]
+            for server, times in pair if number % 2 == 0 else pair[::-1]:
+                times.append(server.execute(small_cell(number), parent, f"c{number}")[0])
+            if number % 2000 == 1999:
+                progress(f"chain: {number + 1:,} states")
+        built.memory_rss = rss(memory.pid)
+    return built
+
+
+def build_tree(directory, count):
+    parents = tree_parents(count)
+    levels = depths(parents)
+    deepest = max(range(count), key=levels.__getitem__)
+    built = Built("tree", directory, f"t{deepest}", levels[deepest], [])
+    with running("product", ("--state-dir", directory)) as durable:
+        for number, parent in enumerate(parents):
+            source = "initial" if parent is None else f"t{parent}"
+            built.times.append(durable.execute(small_cell(number), source, f"t{number}")[0])
+            if number % 2000 == 1999:
+                progress(f"tree: {number + 1:,} states")
+    return built
+
+
+def rss(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+# -- restarts --------------------------------------------------------------------------------
+
+
+# (code, run on initial rather than the deepest state, label)
+PROBES = (("pass", True, "`pass` on initial"), ("n += 1", False, "first `n += 1`"),
+          ("n += 1", False, "second `n += 1`"), ("len(globals())", False, "first every name"),
+          ("len(globals())", False, "second every name"))
+
+
+@dataclass
+class Restart:
+    listening: float
+    listed: float
+    states: int
+    rss: int
+    probes: dict
+
+
+def restart(options, expected, deepest=None, attempt=0):
+    """Start a server with ``options``; time it until GET /states lists ``expected`` states."""
+    with running("product", options, poll=POLL) as server:
+        names = server.request("GET", "/states")["states"]
+        listed = time.perf_counter() - server.started
+        if len(names) != expected:
+            raise harness.ServerFailed(f"GET /states listed {len(names)}, not {expected}")
+        memory = rss(server.pid)
+        probes = {} if deepest is None else probe(server, deepest, attempt)
+    return Restart(server.listening - server.started, listed, len(names), memory, probes)
+
+
+def probe(server, deepest, attempt):
+    """Seconds of each PROBES cell; the states they make are deleted."""
+    times, made = {}, []
+    for number, (code, on_initial, label) in enumerate(PROBES):
+        name = f"probe-{attempt}-{number}"
+        times[label] = server.execute(code, "initial" if on_initial else deepest, name)[0]
+        made.append(name)
+    for name in made:
+        server.request("DELETE", f"/states/{name}")
+    return times
+
+
+def restarts(builds, scratch, count):
+    """``{label: [Restart]}``: RESTARTS rounds, each starting every kind once, in turn."""
+    results = {label: [] for label in ("no --state-dir", "empty --state-dir")}
+    results.update({built.label: [] for built in builds})
+    for attempt in range(RESTARTS):
+        progress(f"restart round {attempt + 1}/{RESTARTS}")
+        empty = tempfile.mkdtemp(prefix="empty-", dir=scratch)
+        kinds = [("no --state-dir", (), 1, None), ("empty --state-dir", ("--state-dir", empty),
+                                                     1, None)]
+        kinds += [(built.label, ("--state-dir", built.directory), count + 1, built.deepest)
+                  for built in builds]
+        shift = attempt % len(kinds)  # each kind in turn goes first
+        for label, options, expected, deepest in kinds[shift:] + kinds[:shift]:
+            results[label].append(restart(options, expected, deepest, attempt))
+        shutil.rmtree(empty)
+    return results
+
+
+def print_builds(builds):
+    heading("building the small states over HTTP", f"ms per /execute, median (min-max); "
+            f"cell `n += 1` + one of {NAMES} small dicts; target: durable <= "
+            f"{TIME_TARGET:g}x in memory; the directory's bytes per state")
+    for built in builds:
+        per_state = sum(directory_bytes(built.directory)) / len(built.times)
+        line = (f"   {built.label:6} {size_text(per_state).strip():>10}/state  durable "
+                f"{ms_range(built.times):>22}")
+        if built.baseline:
+            ratio = statistics.median(built.times) / statistics.median(built.baseline)
+            line += (f"   in memory {ms_range(built.baseline):>22}   ratio {ratio:5.2f}  "
+                     f"{verdict(ratio <= TIME_TARGET)}")
+        print(line)
+
+
+def print_restarts(results, builds, count):
+    print_restart_times(results, builds, count)
+    heading("first executes after a restart", "ms, median (min-max) of the restarts: a first "
+            "cell on initial, then cells on the deepest state (the chain's last, the tree's "
+            "deepest), whose values load on first use")
+    for built in builds:
+        print(f"   [{built.label}: {built.deepest}, depth {built.depth:,}]")
+        for _, _, label in PROBES:
+            times = [run.probes[label] for run in results[built.label]]
+            print(f"   {label:26} {ms_range(times):>22}")
+
+
+def print_restart_times(results, builds, count):
+    heading(f"restart with {count:,} states", f"seconds from starting the process, median "
+            f"(min-max) of {RESTARTS}; RSS once GET /states answered; the catalogue is in "
+            "the page cache")
+    print(f"   {'server on':26} {'listening s':>20} {'GET /states s':>20} {'states':>7} "
+          f"{'RSS MiB':>8}")
+    for label, runs in results.items():
+        if not runs:
+            continue
+        print(f"   {label:26} {s_range([run.listening for run in runs]):>20} "
+              f"{s_range([run.listed for run in runs]):>20} {runs[0].states:7,} "
+              f"{statistics.median(run.rss for run in runs) / MIB:8.1f}")
+    for built in builds:
+        if built.memory_rss:
+            print(f"   (an in-memory server holding the same {built.label}: RSS "
+                  f"{built.memory_rss / MIB:.1f} MiB)")
+    empty = statistics.median(run.listed for run in results["empty --state-dir"])
+    for built in builds:
+        full = statistics.median(run.listed for run in results[built.label])
+        print(f"   {built.label}: {full - empty:+.3f} s over the empty directory "
+              f"({full / empty:.2f}x)")
+
+
+def s_range(times):
+    return (f"{statistics.median(times):6.3f} ({min(times):.3f}-{max(times):.3f})")
+
+
+def restart_section(sizes, scratch):
+    builds = []
+    for make, label in ((build_chain, "chain"), (build_tree, "tree")):
+        progress(f"building the {label} of {sizes.states:,} states")
+        builds.append(make(tempfile.mkdtemp(prefix=f"{label}-", dir=scratch), sizes.states))
+    print_builds(builds)
+    results = restarts(builds, scratch, sizes.states)
+    print_restarts(results, builds, sizes.states)
+
+
+# -- write cost ------------------------------------------------------------------------------
+
+
+def big_build(sizes):
+    return ("import numpy as np\nimport pandas as pd\nrng = np.random.default_rng(0)\n"
+            f"a = rng.random({sizes.elements})\n"
+            f'df = pd.DataFrame({{f"c{{i}}": rng.random({sizes.rows}) for i in range(7)}})\n'
+            "del rng\nn = 0")
+
+
+def big_cells(sizes):
+    return ("n += 1", "a[0] = 1", "a.sum()", "df['new'] = 1", f"b = np.ones({sizes.fresh})")
+
+
+def dicts_build(sizes):
+    return f'data = [{{"i": i, "s": str(i)}} for i in range({sizes.dicts})]\nn = 0'
+
+
+@dataclass
+class CellRun:
+    """One cell's executes on each server, and the durable directory's growth per execute."""
+
+    cell: str
+    memory: list
+    durable: list
+    catalogue: float  # bytes per execute
+    blobs: float
+
+
+def directory_bytes(directory):
+    """``(catalogue bytes, blob bytes)``, the catalogue's write-ahead log emptied first."""
+    connection = sqlite3.connect(os.path.join(directory, "catalog.sqlite"))
+    try:
+        busy = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    finally:
+        connection.close()
+    if busy:
+        raise harness.ServerFailed("the catalogue's log could not be checkpointed")
+    catalogue = sum(os.path.getsize(os.path.join(directory, name))
+                    for name in os.listdir(directory) if name.startswith("catalog.sqlite"))
+    blob_dir = os.path.join(directory, "blobs")
+    blobs = sum(os.path.getsize(os.path.join(blob_dir, name)) for name in os.listdir(blob_dir))
+    return catalogue, blobs
+
+
+def cell_runs(servers, directory, cells, branches):
+    """A CellRun per cell: one warm-up on each server, then ``branches`` timed executes
+    each; a cheap cell runs on the durable server until GROWTH_EXECUTES, for its growth."""
+    runs = []
+    for cell in cells:
+        progress(f"`{cell}`")
+        for server in servers.values():
+            server.execute(cell, "base")
+        before = directory_bytes(directory)
+        times = {kind: [] for kind in servers}
+        for number in range(branches):
+            order = list(servers) if number % 2 == 0 else list(servers)[::-1]
+            for kind in order:
+                times[kind].append(servers[kind].execute(cell, "base")[0])
+        executes = branches
+        if statistics.median(times["durable"]) < CHEAP:  # the catalogue grows by pages
+            for executes in range(branches + 1, GROWTH_EXECUTES + 1):
+                servers["durable"].execute(cell, "base")
+        catalogue, blobs = (after - was for after, was in zip(directory_bytes(directory), before))
+        runs.append(CellRun(cell, times["memory"], times["durable"], catalogue / executes,
+                            blobs / executes))
+    return runs
+
+
+def write_costs(build, cells, directory, branches):
+    """A CellRun per cell, from an in-memory and a durable server that built ``build``."""
+    with running("product") as memory, \
+            running("product", ("--state-dir", directory)) as durable:
         servers = {"memory": memory, "durable": durable}
         for server in servers.values():
-            server.execute(base_cell(scale), "initial", "base")
-        for cell, code in write_cells(scale).items():
-            before = stored_bytes(state_dir)
-            times = {mode: [] for mode in servers}
-            for _ in range(CHILDREN):
-                for mode, server in servers.items():
-                    times[mode].append(server.execute(code, "base")[0])
-            results[cell] = dict(times, stored=(stored_bytes(state_dir) - before) / CHILDREN)
-    return results
+            server.execute(build, "initial", "base", harness.BUILD_TIMEOUT)
+        return cell_runs(servers, directory, cells, branches)
 
 
-def build_tree(server, count, seed=0):
-    """``count`` small states, each a child of the last or of a random earlier one."""
-    rng = random.Random(seed)
-    names = ["initial"]
-    server.execute("n = 0\nsquares = {}", "initial", "s0")
-    names.append("s0")
-    for index in range(1, count):
-        parent = names[-1] if rng.random() < 0.7 else rng.choice(names[1:])
-        name = f"s{index}"
-        server.execute(f"n = n + 1\nsquares[n] = n * n\nlast = {index}", parent, name)
-        names.append(name)
-    return names
+def size_text(size):
+    if abs(size) >= MIB:
+        return f"{size / MIB:8.1f} MiB"
+    return f"{size / KIB:8.1f} KiB"
 
 
-def timed_start(flags):
-    """A started server, and seconds until it answered ``GET /states``; the listing's length."""
-    start = time.perf_counter()
-    server = harness.Server("product", flags)
-    listed = server.request("GET", "/states")["states"]
-    return server, time.perf_counter() - start, len(listed)
+def print_write_costs(title, runs, branches, target_cell):
+    heading(title, f"ms per /execute, median (min-max) of {branches} branches of one state; "
+            f"directory growth per execute (over {branches} executes, {GROWTH_EXECUTES} for "
+            f"cells under {CHEAP * 1000:g} ms); target for `{target_cell}`: <= "
+            f"{TIME_TARGET:g}x, < {GROWTH_TARGET // KIB} KiB")
+    print(f"   {'cell':26} {'in memory ms':>22} {'durable ms':>22} {'ratio':>6} "
+          f"{'catalogue':>12} {'blobs':>12}  target")
+    for run in runs:
+        ratio = statistics.median(run.durable) / statistics.median(run.memory)
+        target = ""
+        if run.cell == target_cell:
+            target = verdict(ratio <= TIME_TARGET and run.catalogue + run.blobs < GROWTH_TARGET)
+        print(f"   {run.cell:26} {ms_range(run.memory):>22} {ms_range(run.durable):>22} "
+              f"{ratio:6.2f} {size_text(run.catalogue)} {size_text(run.blobs)}  {target}")
 
 
-def measure_restart(count, root):
-    state_dir = os.path.join(root, "tree")
-    empty_dir = os.path.join(root, "empty")
-    with running("product", ("--state-dir", state_dir)) as server:
-        build_start = time.perf_counter()
-        names = build_tree(server, count)
-        build = time.perf_counter() - build_start
-        os.kill(server.pid, signal.SIGKILL)  # no clean stop: as an OOM kill would
-        server.process.wait()
-    results = {"build": build / count, "states": len(names), "store": stored_bytes(state_dir)}
-    fresh, results["fresh"], _ = timed_start(("--state-dir", empty_dir))
+# -- restarting on big data, and a memory budget ------------------------------------------------
+
+
+ALTERNATING = ("a[1]", "df.shape")
+
+
+@dataclass
+class BigRestart:
+    """A restart on the big directory, and the ALTERNATING cells with and without a budget."""
+
+    listed: float = 0.0
+    first: float = 0.0   # the first `a[0] = 1`: its group loads, its blob is mapped
+    second: float = 0.0
+    loaded: dict = field(default_factory=dict)    # cell -> seconds, no budget
+    reloaded: dict = field(default_factory=dict)  # cell -> seconds, each one a reload
+
+
+def big_restarts(directory, budget, rounds):
+    """Restart on ``directory``; then the ALTERNATING cells in turn, ``rounds`` times after
+    one warm-up round, without a memory budget and then with ``budget`` bytes."""
+    found = BigRestart()
+    for limit, times in ((None, found.loaded), (budget, found.reloaded)):
+        options = ("--state-dir", directory) + (("--max-memory", str(limit)) if limit else ())
+        with running("product", options, poll=POLL) as server:
+            server.request("GET", "/states")
+            if limit is None:
+                found.listed = time.perf_counter() - server.started
+                found.first = server.execute("a[0] = 1", "base")[0]
+                found.second = server.execute("a[0] = 1", "base")[0]
+            for number in range(rounds + 1):
+                for code in ALTERNATING:
+                    elapsed = server.execute(code, "base")[0]
+                    if number:  # the first round imports what the cells need
+                        times.setdefault(code, []).append(elapsed)
+    return found
+
+
+def print_big_restarts(found, budget, rounds):
+    heading("restart on the big directory, and --max-memory", f"ms, median (min-max) of "
+            f"{rounds}; cells {' and '.join(f'`{code}`' for code in ALTERNATING)} in turn: "
+            f"with --max-memory {budget:,} (`a` or `df`, not both), each reloads the group "
+            "the other evicted")
+    print(f"   GET /states answered {found.listed:.3f} s after starting the process; then "
+          f"`a[0] = 1`: first {found.first * 1000:.2f} ms, second {found.second * 1000:.2f} ms")
+    print(f"   {'cell':26} {'loaded ms':>22} {'reloaded ms':>22} {'ratio':>6}")
+    for code in ALTERNATING:
+        loaded, reloaded = found.loaded[code], found.reloaded[code]
+        ratio = statistics.median(reloaded) / statistics.median(loaded)
+        print(f"   {code:26} {ms_range(loaded):>22} {ms_range(reloaded):>22} {ratio:6.2f}")
+
+
+def write_section(sizes, scratch):
+    directory = tempfile.mkdtemp(prefix="big-", dir=scratch)
+    progress("big state: building on both servers")
+    runs = write_costs(big_build(sizes), big_cells(sizes), directory, BRANCHES)
+    data = sizes.elements * 8 / 1e6
+    print_write_costs(f"write cost: {data:g} MB array `a`, {sizes.rows:,}-row frame `df`",
+                      runs, BRANCHES, "n += 1")
+    progress("restarts on the big directory")
+    budget = int(1.1 * sizes.elements * 8)  # `a`, the larger, fits; with `df`, it does not
+    print_big_restarts(big_restarts(directory, budget, BRANCHES), budget, BRANCHES)
+    shutil.rmtree(directory)
+    directory = tempfile.mkdtemp(prefix="dicts-", dir=scratch)
+    progress("large Python object")
+    runs = write_costs(dicts_build(sizes), ("n += 1", "data.append(0)"), directory,
+                       BRANCHES // 2)
+    print_write_costs(f"write cost: `data`, a list of {sizes.dicts:,} small dicts", runs,
+                      BRANCHES // 2, "n += 1")
+
+
+# -- main --------------------------------------------------------------------------------------
+
+
+def print_machine(quick, scratch):
+    import numpy
+    import pandas
+    print(f"python {platform.python_version()} ({sys.executable}); numpy {numpy.__version__}, "
+          f"pandas {pandas.__version__}; SQLite {sqlite3.sqlite_version}")
+    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs; state directories in "
+          f"{scratch}; mode: {'--quick' if quick else 'full'}")
+    print(f"snapshot_kernel from {harness.CHECKOUT}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="1,000 states and data 10x smaller: a smoke run")
+    parser.add_argument("--only", choices=("restart", "writes"), help="one section only")
+    parser.add_argument("--dir", default=None,
+                        help="where to make the state directories (default: the temp dir)")
+    args = parser.parse_args(argv)
+    # SIGTERM as an exception, so that every `running` block still kills its server.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    started = time.perf_counter()
+    sizes = QUICK if args.quick else FULL
+    scratch = tempfile.mkdtemp(prefix="durable-bench-", dir=args.dir)
     try:
-        results["fresh memory"] = settled_memory(fresh).anon
+        print_machine(args.quick, scratch)
+        for section, run in (("restart", restart_section), ("writes", write_section)):
+            if args.only in (None, section):
+                try:
+                    run(sizes, scratch)
+                except harness.MEASURE_ERRORS as exc:
+                    print(f"\n== {section}: failed: {type(exc).__name__}: {exc}")
     finally:
-        fresh.stop()
-    restarted, results["restart"], results["listed"] = timed_start(("--state-dir", state_dir))
-    try:
-        results["restart memory"] = settled_memory(restarted).anon
-        deepest = names[-1]
-        code = "print(n, len(squares), last)"
-        results["first cell"] = restarted.execute(code, deepest)[0]
-        results["second cell"] = statistics.median(
-            restarted.execute(code, deepest)[0] for _ in range(CHILDREN))
-    finally:
-        restarted.stop()
-    return results
-
-
-def print_writes(results, scale):
-    heading("write cost of --state-dir per execute",
-            f"{CHILDREN} children of one base state ({400 // scale} MB array + "
-            f"{2_000_000 // scale:,}-row frame); ms median (min-max); target for "
-            f"`n = n + 1`: <= {TIME_TARGET}x in memory, kilobytes stored")
-    print(f"   {'cell':<20} {'in memory ms':>22} {'--state-dir ms':>22} {'ratio':>6} "
-          f"{'stored/child':>13}")
-    for cell, result in results.items():
-        ratio = statistics.median(result["durable"]) / statistics.median(result["memory"])
-        stored = result["stored"]
-        shown = (f"{stored:.0f} B" if stored < 10 * 1024 else f"{stored / 1024:.1f} KiB"
-                 if stored < MIB else f"{stored / MIB:.1f} MiB")
-        mark = f"  {verdict(ratio <= TIME_TARGET and stored < MIB)}" if cell == "n = n + 1" else ""
-        print(f"   {cell:<20} {ms_range(result['memory']):>22} {ms_range(result['durable']):>22} "
-              f"{ratio:6.2f} {shown:>13}{mark}")
-
-
-def print_restart(results, count):
-    heading(f"restart after SIGKILL with {count:,} states",
-            "start until GET /states answers, against an empty state directory in the same run")
-    print(f"   built at {results['build'] * 1000:.2f} ms per state over HTTP; "
-          f"store {results['store'] / MIB:.1f} MiB ({results['store'] / count:.0f} bytes/state)")
-    print(f"   empty directory: {results['fresh']:.2f} s; with the states: "
-          f"{results['restart']:.2f} s ({results['restart'] / results['fresh']:.2f}x); "
-          f"listed {results['listed']:,} of {results['states']:,} "
-          f"{verdict(results['listed'] == results['states'])}")
-    print(f"   first cell on the deepest restored state {results['first cell'] * 1000:.1f} ms, "
-          f"then {results['second cell'] * 1000:.2f} ms (values load on first use)")
-    print(f"   memory (anonymous PSS): fresh {results['fresh memory'] / MIB:.1f} MiB, "
-          f"restarted {results['restart memory'] / MIB:.1f} MiB")
-
-
-def main(quick=False):
-    scale, count = (10, STATES // 10) if quick else (1, STATES)
-    root = tempfile.mkdtemp(prefix="durable-bench-")
-    try:
-        for title, measure, show in (
-                ("write cost", lambda: measure_writes(scale, root),
-                 lambda found: print_writes(found, scale)),
-                ("restart", lambda: measure_restart(count, root),
-                 lambda found: print_restart(found, count))):
-            try:
-                found = measure()
-            except harness.MEASURE_ERRORS as exc:
-                print(f"\n== {title}: failed: {type(exc).__name__}: {exc}")
-                continue
-            show(found)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"\n(ran in {time.perf_counter() - started:.0f} s)")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="10x smaller data, 1,000 states")
-    main(parser.parse_args().quick)
+    main()

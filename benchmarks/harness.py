@@ -1,10 +1,11 @@
-"""What bigdata.py and smallstates.py share: server processes, their memory, printing.
+"""What the benchmarks of server processes share: the processes, their memory, printing.
 
-``running(kind)`` starts the product (``python -m snapshot_kernel.main``) or the
-fork baseline (``benchmarks/forkserver.py``) on 127.0.0.1:0 in a new session,
-reads the chosen port from its stderr, and kills its whole process group when
-the block ends, however it ends. ``server_memory`` is what ``bigdata.py``
-counts as a server's memory; its docstring says what and why.
+``running(kind)`` starts the product (``python -m snapshot_kernel.main``, from
+the checkout this file is in) or the fork baseline (``benchmarks/forkserver.py``)
+on 127.0.0.1:0 in a new session, reads the chosen port from its stderr, and
+kills its whole process group when the block ends, however it ends.
+``server_memory`` is what ``bigdata.py`` counts as a server's memory; its
+docstring says what and why.
 """
 
 import http.client
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 
 TOKEN = "benchmark-token"
 HERE = os.path.dirname(os.path.abspath(__file__))
+CHECKOUT = os.path.dirname(HERE)  # servers import snapshot_kernel from here, not an install
 COMMANDS = {
     "product": ([sys.executable, "-m", "snapshot_kernel.main", "--bind", "127.0.0.1:0"],
                 "SNAPSHOT_KERNEL_TOKEN"),
@@ -49,20 +51,26 @@ MEASURE_ERRORS = (ServerFailed, OSError, http.client.HTTPException, ValueError, 
 class Server:
     """One server process in its own session, and a keep-alive connection to it."""
 
-    def __init__(self, kind, flags=()):
+    def __init__(self, kind, options=(), poll=0.05):
+        """Start a server of ``kind`` with extra command-line ``options``, looking for its
+        port every ``poll`` seconds; ``started`` and ``listening`` are perf_counter times."""
         command, token_variable = COMMANDS[kind]
-        command = [*command, *flags]
         self.kind = kind
         self.log = tempfile.TemporaryFile(mode="w+")  # a file, so no pipe can fill and block it
-        env = {**os.environ, token_variable: TOKEN}  # not --token: ps shows command lines
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self.log,
-                                        stderr=self.log, env=env, start_new_session=True)
+        env = {**os.environ, token_variable: TOKEN,  # not --token: ps shows command lines
+               "PYTHONPATH": os.pathsep.join(filter(None, [CHECKOUT,
+                                                           os.environ.get("PYTHONPATH")]))}
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen([*command, *options], stdin=subprocess.DEVNULL,
+                                        stdout=self.log, stderr=self.log, env=env,
+                                        start_new_session=True)
         self.pid = self.process.pid
-        self.port = self._wait_for_port()
+        self.port = self._wait_for_port(poll)
+        self.listening = time.perf_counter()
         self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=SLACK)
         self.last_used = time.monotonic()
 
-    def _wait_for_port(self):
+    def _wait_for_port(self, poll):
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
             match = _LISTENING.search(self.log_text())
@@ -70,7 +78,7 @@ class Server:
                 return int(match.group(2))
             if self.process.poll() is not None:
                 break
-            time.sleep(0.05)
+            time.sleep(poll)
         raise ServerFailed(f"{self.kind} server did not start; its log:\n{self.log_text()}")
 
     def log_text(self):
@@ -130,10 +138,9 @@ def _signal_group(pgid, signum):
 
 
 @contextmanager
-def running(kind, flags=()):
-    """A started ``Server`` of ``kind`` ("product" or "fork") with command-line ``flags``,
-    stopped when the block ends."""
-    server = Server(kind, flags)
+def running(kind, options=(), poll=0.05):
+    """A started ``Server`` of ``kind`` ("product" or "fork"), stopped when the block ends."""
+    server = Server(kind, options, poll)
     try:
         yield server
     finally:

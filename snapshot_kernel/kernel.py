@@ -113,9 +113,11 @@ class SnapshotKernel(Deadlines, Checkpointing):
             if state is None:
                 raise UnknownState(f"no state named {name!r}; GET /states lists them")
             layer = state.names
-            if any(other.names is layer for other in self._states.values()):
-                return  # a child that changed nothing holds the very same names
-            over = [other.names for other in self._states.values() if other.names.base is layer]
+            # A state whose cell changed nothing holds its parent's very names. While another
+            # state holds them, the layer stays: only the state goes, on disk too.
+            kept = any(other.names is layer for other in self._states.values())
+            over = [] if kept else [other.names for other in self._states.values()
+                                    if other.names.base is layer]
         for names in over:
             names.absorb_base()
         if self._store is not None:

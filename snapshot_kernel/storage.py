@@ -217,7 +217,10 @@ class Working:
         self.mode = mode
         self.buffers = buffers
         self.namespace = {}
-        self.copied = set()    # names copied in: every one is stored again, or found unchanged
+        # Names copied in -> the stored object read for each. Every one is stored again, or
+        # found unchanged: compared with that object, not with a later read of the state,
+        # which may be a new one (a group that a memory budget dropped, then loaded again).
+        self.copied = {}
         self.gone = {}         # names the state lost at a restart -> why
         self.origins = {}      # id(working copy) -> the stored object it was copied from
         self._copiers = []     # their memos keep the copies alive, so the ids stay theirs
@@ -228,9 +231,9 @@ class Working:
         needs = [code_needs(code) for code in codes if code is not None]
         for name in _MODULE_DUNDERS:  # immutable and alone: no copy, no group to follow
             entry = self.source.get(name)
-            if entry is not None and type(entry.value) in ATOMIC:
-                self.namespace[name] = entry.value
-                self.copied.add(name)
+            value = entry.value if entry is not None else self  # self: not atomic
+            if type(value) in ATOMIC:
+                self.namespace[name] = self.copied[name] = value
         if self.mode == WHOLE or any(everything for _, everything in needs):
             self.materialize(self.source.entries())
         else:
@@ -324,18 +327,25 @@ class Working:
         """True if ``name`` still holds the immutable object its state holds (``__name__``,
         a number it only read): nothing to copy out, and it shares nothing."""
         entry = self.source.get(name)
-        return (entry is not None and type(entry.value) in ATOMIC
-                and self.namespace[name] is entry.value)
+        if entry is None:
+            return False
+        value = self._stored_value(name, entry)
+        return type(value) in ATOMIC and self.namespace[name] is value
 
     def _unchanged(self, group, stored, shared):
         """True if every name of ``group`` holds the stored object, group and sharing
         its parent had: then none of them needs storing again."""
         for member in group.names:
             entry = self.source.get(member)
-            if (entry is None or member not in stored or entry.value is not stored[member]
+            if (entry is None or member not in stored
+                    or self._stored_value(member, entry) is not stored[member]
                     or entry.group.names != group.names or entry.shared != shared.get(member)):
                 return False
         return True
+
+    def _stored_value(self, name, entry):
+        """The object the state holds for ``name``: the one copied in, if it was."""
+        return self.copied[name] if name in self.copied else entry.value
 
 
 def _atomic_entry(name, value):

@@ -83,6 +83,41 @@ class GroupRecord:
         self._values = None
 
 
+class _Made:
+    """The entries, groups and records a load made: one object for each, however many
+    layers hold it, as in the server that wrote them (a flattened layer repeats the
+    entries of the layers it was flattened from, and names of one group share it)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.entries, self.groups, self.records = {}, {}, {}
+
+    def entry(self, name, group_id, names, weight, fresh, shared, lost):
+        names = tuple(names)
+        key = (name, group_id, names, weight, fresh, shared, lost)
+        entry = self.entries.get(key)
+        if entry is None:
+            group = self.group(names, weight, fresh)
+            if group_id is None:  # lost on disk: gone after the restart
+                entry = Entry(name, GONE, group, shared, lost)
+            else:
+                entry = Entry(name, None, group, shared, lost, self.record(group_id, weight))
+            self.entries[key] = entry
+        return entry
+
+    def group(self, names, weight, fresh):
+        group = self.groups.get((names, weight, fresh))
+        if group is None:
+            group = self.groups[names, weight, fresh] = Group(frozenset(names), weight, fresh)
+        return group
+
+    def record(self, group_id, weight):
+        record = self.records.get(group_id)
+        if record is None:
+            record = self.records[group_id] = GroupRecord(self.store, group_id, weight)
+        return record
+
+
 class Store:
     """A state directory, open for one kernel."""
 
@@ -289,10 +324,10 @@ class Store:
             return None
         self._check_blobs()
         self.sweep()
-        layers, records = {}, {}
+        layers, made = {}, _Made(self)
         for layer_id, base, data in self._db.execute(
                 "SELECT id, base, changes FROM layers ORDER BY id"):
-            layers[layer_id] = self._layer(layer_id, layers.get(base), data, records)
+            layers[layer_id] = self._layer(layer_id, layers.get(base), data, made)
         states = {}
         for name, seq, layer_id, parent, code, created, new, total, meta in rows:
             states[name] = State(name, layers[layer_id], parent, code, new, total,
@@ -303,20 +338,14 @@ class Store:
             db.execute("DELETE FROM running")
         return states, ended
 
-    def _layer(self, layer_id, base, data, records):
+    def _layer(self, layer_id, base, data, made):
         changes = {}
         for name, value in pickle.loads(data).items():
             if value is None:
                 changes[name] = DELETED
-                continue
-            group_id, names, weight, fresh, shared, lost = value
-            group = Group(frozenset(names), weight, fresh)
-            if group_id is None:  # lost on disk: gone after the restart
-                changes[name] = Entry(name, GONE, group, shared, lost)
-                continue
-            if group_id not in records:
-                records[group_id] = GroupRecord(self, group_id, weight)
-            changes[name] = Entry(name, None, group, shared, lost, records[group_id])
+            else:
+                entry = made.entry(name, *value)
+                changes[entry.name] = entry  # its name: one string for every layer
         layer = Namespace(base, changes)
         layer.layer_id = layer_id
         return layer

@@ -15,6 +15,7 @@ import test_differential as differential
 from helpers import ok, printed, stdout
 from snapshot_kernel import persist
 from snapshot_kernel.kernel import SnapshotKernel
+from snapshot_kernel.storage import MAX_DEPTH
 from snapshot_kernel.store import StoreError
 
 
@@ -111,6 +112,28 @@ def test_the_tree_and_its_metadata_come_back(state_dir):
     assert after["three@1"]["checkpoint"] is True and after["three@1"]["progress"] == "half"
 
 
+def test_children_made_after_a_restart_count_shared_bytes_as_before(state_dir):
+    kernel = SnapshotKernel(state_dir=state_dir)
+    ok(kernel, "a = list(range(10_000))\nb = a\nc = list(range(5_000))", new_state_name="base")
+    ok(kernel, "a = 1\nb = 2", "base", new_state_name="before")  # a and b: one group
+    kernel = restarted(state_dir)
+    ok(kernel, "a = 1\nb = 2", "base", new_state_name="after")
+    before, after = ({key: kernel.describe(name)[key] for key in ("approx_bytes", "shared_bytes")}
+                     for name in ("before", "after"))
+    assert after == before and before["shared_bytes"] > 40_000  # c's list is still shared
+
+
+def test_a_restart_makes_one_entry_for_a_name_however_many_layers_repeat_it(state_dir):
+    kernel = SnapshotKernel(state_dir=state_dir)
+    ok(kernel, "data = list(range(1000))\nn = 0", new_state_name="c0")
+    chain = 3 * MAX_DEPTH  # flattened layers repeat the entry of `data`, as in memory
+    for i in range(1, chain):
+        ok(kernel, "n += 1", f"c{i - 1}", new_state_name=f"c{i}")
+    kernel = restarted(state_dir)
+    assert len({id(kernel._states[f"c{i}"].names.get("data")) for i in range(chain)}) == 1
+    assert printed(kernel, "print(n, len(data))", f"c{chain - 1}") == f"{chain - 1} 1000\n"
+
+
 def test_deleting_and_resetting_free_their_disk_space(state_dir):
     np = pytest.importorskip("numpy")
     kernel = SnapshotKernel(state_dir=state_dir)
@@ -130,6 +153,18 @@ def test_deleting_and_resetting_free_their_disk_space(state_dir):
     assert np is not None
 
 
+def test_deleted_states_whose_cells_changed_nothing_stay_deleted_after_a_restart(state_dir):
+    kernel = SnapshotKernel(state_dir=state_dir)
+    ok(kernel, "x = 1", new_state_name="base")
+    ok(kernel, "print(x)", "base", new_state_name="same")  # holds base's very names
+    ok(kernel, "pass", "same", new_state_name="again")
+    kernel.delete("same")
+    kernel.delete("base")  # `again` still holds its names
+    kernel = restarted(state_dir)
+    assert kernel.state_names() == ["initial", "again"]
+    assert printed(kernel, "print(x)", "again") == "1\n"
+
+
 def test_a_memory_budget_drops_values_and_loads_them_back(state_dir):
     kernel = SnapshotKernel(state_dir=state_dir, max_memory=2_000_000)
     for i in range(10):
@@ -137,6 +172,21 @@ def test_a_memory_budget_drops_values_and_loads_them_back(state_dir):
     for i in range(10):
         assert printed(kernel, f"print(sum(data{i}))", f"s{i}") == f"{sum(range(20_000))}\n"
     assert kernel._store._loaded_bytes <= 2_000_000  # 10 lists of 0.7 MB were loaded in turn
+
+
+def test_a_cell_that_only_reads_stores_nothing_though_the_budget_reloads_what_it_read(
+        state_dir):
+    ok(SnapshotKernel(state_dir=state_dir), "data = [[i] for i in range(20_000)]",
+       new_state_name="data")
+    kernel = restarted(state_dir, max_memory=1)  # each group loaded drops the one before
+    catalogue = os.path.join(state_dir, "catalog.sqlite")
+    with sqlite3.connect(catalogue) as db:
+        before = db.execute("SELECT count(*), sum(length(data)) FROM groups").fetchone()
+    reply = ok(kernel, "print(len(data), __name__)", "data")
+    assert stdout(reply) == "20000 __main__\n"
+    assert kernel.describe(reply["state_name"])["approx_bytes"] == 0
+    with sqlite3.connect(catalogue) as db:
+        assert db.execute("SELECT count(*), sum(length(data)) FROM groups").fetchone() == before
 
 
 DAMAGE = {"overwritten": lambda path: open(path, "r+b").write(b"garbage" * 100),
