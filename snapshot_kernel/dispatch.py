@@ -50,8 +50,10 @@ def handler_for(cls):
 
 def _load_support(cls):
     for base in cls.__mro__:
-        library = (getattr(base, "__module__", None) or "").partition(".")[0]
-        module = LIBRARY_SUPPORT.get(library)
+        module = getattr(base, "__module__", None)
+        if not isinstance(module, str):  # Cython 3.1's function type has a descriptor there
+            continue
+        module = LIBRARY_SUPPORT.get(module.partition(".")[0])
         if module is not None and module not in _loaded:
             _loaded.add(module)
             __import__(f"{__package__}.{module}")

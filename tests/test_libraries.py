@@ -94,6 +94,22 @@ def test_a_branch_changing_an_object_array_item_leaves_the_parent_alone(kernel):
     assert printed(kernel, "print(box, arr[0] is box)", parent) == "[1] True\n"
 
 
+def test_branches_drawing_from_a_numpy_generator_leave_their_parent_alone(kernel):
+    parent = ok(kernel, "import numpy as np\nrng = np.random.default_rng(42)")["state_name"]
+    ok(kernel, "rng.random()", parent)
+    ok(kernel, "rng.random()", parent)
+    first = np.random.default_rng(42).random()
+    assert printed(kernel, "print(rng.random())", parent) == f"{first}\n"
+
+
+def test_a_value_whose_type_has_no_module_name_is_copied_not_shared(kernel):
+    # Cython 3.1's function type has a descriptor as its __module__, not a string
+    # (numpy 2.2's Generators reach such functions): values holding one were shared.
+    parent = ok(kernel, "class Box:\n    pass\nBox.__module__ = Box.__dict__['__weakref__']\n"
+                        "box = Box()\nbox.items = []")["state_name"]
+    ok(kernel, "box.items.append(1)", parent)
+    assert printed(kernel, "print(box.items)", parent) == "[]\n"
+
 
 @pytest.fixture
 def pandas():
