@@ -12,7 +12,7 @@ class Reducing:
 
     def copy_object(self, obj):
         """The generic path: the object's own ``__deepcopy__``, else its reduce value."""
-        deep = getattr(obj, "__deepcopy__", None)
+        deep = _special(obj, "__deepcopy__")
         if deep is not None:
             return self.foreign_deepcopy(obj, deep)
         return self.reduce_copy(obj)
@@ -65,8 +65,9 @@ class Reducing:
 
 def _set_state(new, state):
     """Apply a reduce ``state`` the way ``copy._reconstruct`` does."""
-    if hasattr(new, "__setstate__"):
-        new.__setstate__(state)
+    setstate = _special(new, "__setstate__")
+    if setstate is not None:
+        setstate(state)
         return
     slots = None
     if isinstance(state, tuple) and len(state) == 2:
@@ -75,3 +76,13 @@ def _set_state(new, state):
         new.__dict__.update(state)
     for key, value in (slots or {}).items():
         setattr(new, key, value)
+
+
+def _special(obj, name):
+    """``obj``'s method ``name`` if its type defines one, else None. Special methods are
+    looked up on the type, as Python does, not on the object as ``copy`` does: a
+    ``__getattr__`` that hands out another object's attributes (``np.lib.Arrayterator``)
+    would make the copy of a wrapper a copy of what it wraps."""
+    if any(name in vars(base) for base in type(obj).__mro__):
+        return getattr(obj, name)
+    return None
