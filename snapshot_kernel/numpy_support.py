@@ -53,8 +53,8 @@ def _copy_on_write(copier, arr, root):
             _count(copier, stored, reused=stored is mapping.source)
             return _on(arr, stored, address(arr) - mapping.address)
         return None
-    if arr.nbytes < buffers.threshold or not copier.storing:
-        return None
+    if not arr.nbytes or arr.nbytes < buffers.threshold or not copier.storing:
+        return None  # (an empty buffer has no page to map)
     strides = np.empty_like(arr, order="K").strides  # the layout of a copy; touches no page
 
     def fill(mapping):

@@ -72,6 +72,11 @@ NUMPY = {
     "numpy scalars and dtypes": [
         "import numpy as np\nx = np.float32(1.5)\nd = np.dtype([('a', 'i2')])",
         "print(type(x).__name__, x * 2, d.names)"],
+    "an object holding an empty array keeps its aliases": [
+        "import numpy as np\nfrom types import SimpleNamespace\n"
+        "box = SimpleNamespace(empty=np.zeros(0), items=[])\nalias = box",
+        "box.items.append(1)",
+        "print(alias.items, alias is box)"],
     "an Arrayterator, whose __getattr__ hands out its array's attributes": [
         "import numpy as np\na = np.arange(24).reshape(2, 3, 4)\nit = np.lib.Arrayterator(a, 4)",
         "print(type(it).__name__, [chunk.shape for chunk in it], it.var is a)"],
