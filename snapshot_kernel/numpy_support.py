@@ -6,7 +6,8 @@ the elements of an object array with ``copy.deepcopy``, which neither rebinds
 cells' classes nor tells the copier which names share them. Here:
 
 * a view is rebuilt over the copy of the array that owns its memory, with the
-  same offset, strides and dtype, so writes through it reach the copied base;
+  same offset, strides and dtype, so writes through it reach the copied
+  base (views made by ``as_strided`` and ``sliding_window_view`` included);
 * an object array's elements go through the copier like any other value;
 * large buffers are kept copy-on-write when the copier has ``buffers``;
 * numpy scalars and dtypes are immutable and shared.
@@ -20,6 +21,11 @@ import numpy as np
 
 from . import cow
 from .copier import ATOMIC, Pending, register, register_same
+
+try:  # numpy >= 2
+    from numpy.lib._stride_tricks_impl import DummyArray as _StridedBase
+except ImportError:  # numpy 1
+    from numpy.lib.stride_tricks import DummyArray as _StridedBase
 
 
 def copy_ndarray(copier, arr):
@@ -83,10 +89,18 @@ def _on(arr, mapping, offset, strides=None):
 
 
 def _root(arr):
-    """The array that owns ``arr``'s memory (or holds the foreign buffer it views)."""
-    while isinstance(arr.base, np.ndarray):
-        arr = arr.base
-    return arr
+    """The array that owns ``arr``'s memory (or holds the foreign buffer it views).
+
+    ``as_strided`` and ``sliding_window_view`` make views whose base is a
+    DummyArray over the array they view: the root is that array's.
+    """
+    while True:
+        base = arr.base
+        if type(base) is _StridedBase:
+            base = base.base
+        if not isinstance(base, np.ndarray):
+            return arr
+        arr = base
 
 
 def address(arr):

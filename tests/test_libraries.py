@@ -77,6 +77,10 @@ NUMPY = {
         "box = SimpleNamespace(empty=np.zeros(0), items=[])\nalias = box",
         "box.items.append(1)",
         "print(alias.items, alias is box)"],
+    "a sliding window stays a view of its array": [
+        "import numpy as np\nx = np.arange(6.)\nw = np.lib.stride_tricks.sliding_window_view(x, 3)",
+        "x[2] = -1",
+        "print(w[0], np.shares_memory(w, x), w.flags.writeable)"],
     "an Arrayterator, whose __getattr__ hands out its array's attributes": [
         "import numpy as np\na = np.arange(24).reshape(2, 3, 4)\nit = np.lib.Arrayterator(a, 4)",
         "print(type(it).__name__, [chunk.shape for chunk in it], it.var is a)"],
