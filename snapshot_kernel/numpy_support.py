@@ -6,7 +6,7 @@ the elements of an object array with ``copy.deepcopy``, which neither rebinds
 cells' classes nor tells the copier which names share them. Here:
 
 * a view is rebuilt over the copy of the array that owns its memory, with the
-  same offset, strides and dtype, so writes through it reach the copied
+  same offset, strides, dtype and flags, so writes through it reach the copied
   base (views made by ``as_strided`` and ``sliding_window_view`` included);
 * an object array's elements go through the copier like any other value;
 * large buffers are kept copy-on-write when the copier has ``buffers``;
@@ -83,8 +83,15 @@ def _on(arr, mapping, offset, strides=None):
     """An array like ``arr`` on ``mapping``, ``offset`` bytes in."""
     new = np.ndarray(arr.shape, arr.dtype, buffer=mapping, offset=offset,
                      strides=arr.strides if strides is None else strides)
+    return _with_flags(new, arr)
+
+
+def _with_flags(new, arr):
+    """``new``, read-only or unaligned if ``arr`` is (code may clear either flag)."""
     if not arr.flags.writeable:
         new.flags.writeable = False
+    if not arr.flags.aligned:
+        new.flags.aligned = False
     return new
 
 
@@ -111,17 +118,12 @@ def _copy_view(copier, arr, root):
     new_root = yield root
     view = np.ndarray(arr.shape, arr.dtype, buffer=new_root,
                       offset=address(arr) - address(root), strides=arr.strides)
-    if not arr.flags.writeable:
-        view.flags.writeable = False
-    return view
+    return _with_flags(view, arr)
 
 
 def _copy_data(arr):
     """A new array owning a copy of ``arr``'s bytes, laid out the same way."""
-    new = arr.copy(order="K")
-    if not arr.flags.writeable:
-        new.flags.writeable = False
-    return new
+    return _with_flags(arr.copy(order="K"), arr)
 
 
 def _copy_objects(copier, arr):
@@ -164,9 +166,7 @@ def _copy_objects_rest(copier, arr, new, progress, detached):
 
 
 def _finish_objects(arr, new):
-    if not arr.flags.writeable:
-        new.flags.writeable = False
-    return new
+    return _with_flags(new, arr)
 
 
 def _flat(arr):
@@ -181,7 +181,8 @@ def _flat(arr):
 def same_array(new, origin):
     """True if ``new`` has the dtype, layout and contents of ``origin``."""
     if (new.dtype != origin.dtype or new.shape != origin.shape or new.strides != origin.strides
-            or new.flags.writeable != origin.flags.writeable):
+            or new.flags.writeable != origin.flags.writeable
+            or new.flags.aligned != origin.flags.aligned):
         return False
     if new.base is not None or origin.base is not None:  # views: of the same memory
         return new.base is origin.base and address(new) == address(origin)

@@ -81,6 +81,9 @@ NUMPY = {
         "import numpy as np\nx = np.arange(6.)\nw = np.lib.stride_tricks.sliding_window_view(x, 3)",
         "x[2] = -1",
         "print(w[0], np.shares_memory(w, x), w.flags.writeable)"],
+    "an array made unaligned by code stays so": [
+        "import numpy as np\na = np.arange(3.)\na.setflags(align=False)",
+        "print(a.flags.aligned)"],
     "an Arrayterator, whose __getattr__ hands out its array's attributes": [
         "import numpy as np\na = np.arange(24).reshape(2, 3, 4)\nit = np.lib.Arrayterator(a, 4)",
         "print(type(it).__name__, [chunk.shape for chunk in it], it.var is a)"],
