@@ -10,12 +10,16 @@ cells' classes nor tells the copier which names share them. Here:
   base (views made by ``as_strided`` and ``sliding_window_view`` included);
 * an object array's elements go through the copier like any other value;
 * large buffers are kept copy-on-write when the copier has ``buffers``;
+* a flat iterator (``a.flat``) iterates over the copied array, from where it was;
 * numpy scalars and dtypes are immutable and shared.
 
 Subclasses (``np.matrix``, masked arrays) take the generic path. Views of
 object arrays cannot be rebuilt over memory (numpy refuses): they become
 arrays of their own holding the same (copied) elements.
 """
+
+import collections
+import itertools
 
 import numpy as np
 
@@ -191,12 +195,20 @@ def same_array(new, origin):
     return new.tobytes(order="A") == origin.tobytes(order="A")
 
 
+def copy_flatiter(copier, it):
+    """``a.flat``: the copied array's, advanced as far (a flatiter cannot seek)."""
+    new = (yield it.base).flat
+    collections.deque(itertools.islice(new, it.index), maxlen=0)
+    return new
+
+
 def _share(copier, obj):
     return obj
 
 
 register(np.ndarray, copy_ndarray)
 register_same(np.ndarray, same_array)
+register(np.flatiter, copy_flatiter)
 register(np.dtype, _share, subclasses=True)
 for _scalar in (np.bool_, np.number, np.datetime64, np.timedelta64, np.str_, np.bytes_):
     register(_scalar, _share, subclasses=True)  # immutable; np.void can be a view, so not it

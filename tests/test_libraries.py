@@ -84,6 +84,9 @@ NUMPY = {
     "an array made unaligned by code stays so": [
         "import numpy as np\na = np.arange(3.)\na.setflags(align=False)",
         "print(a.flags.aligned)"],
+    "a flat iterator iterates its array from where it was": [
+        "import numpy as np\nx = np.arange(6).reshape(2, 3)\nfl = x.flat\nnext(fl)",
+        "print(next(fl), fl.index, fl.base is x)"],
     "an Arrayterator, whose __getattr__ hands out its array's attributes": [
         "import numpy as np\na = np.arange(24).reshape(2, 3, 4)\nit = np.lib.Arrayterator(a, 4)",
         "print(type(it).__name__, [chunk.shape for chunk in it], it.var is a)"],
