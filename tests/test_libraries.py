@@ -206,6 +206,16 @@ def pyplot():
     return "import matplotlib.pyplot as plt\n"
 
 
+def test_a_grouper_keeps_its_joins(kernel, pyplot):
+    # Its __getstate__ gives each joined object a set of its own (figures keep their
+    # aligned labels in Groupers), so a copy made the way pickle rebuilds forgot the joins.
+    cells = ["from matplotlib.cbook import Grouper\nclass Item:\n    pass\n"
+             "a, b, c = Item(), Item(), Item()\ngrp = Grouper()\ngrp.join(a, b)",
+             "grp.join(b, c)",
+             "print(grp.joined(a, c), len(list(grp)))"]
+    assert through_kernel(kernel, cells)[0] == plain_python(cells) == ["", "", "True 1\n"]
+
+
 def test_axes_in_an_object_array_keep_their_figure(kernel, pyplot):
     cells = [pyplot + "fig, ax = plt.subplots(2, 3)\nplt.close(fig)",
              "ax[0, 0].text(.5, .5, 'hi')",
