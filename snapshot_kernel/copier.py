@@ -32,8 +32,9 @@ import threading
 import types
 import weakref
 
-from .dispatch import (LIBRARY_SUPPORT, handler_for, is_dunder, register,  # noqa: F401
-                       register_same, same_contents)  # (re-exported for handlers)
+from .dispatch import (LIBRARY_SUPPORT, UNPINNED, handler_for, is_dunder,  # noqa: F401
+                       register, register_same, register_unpinned,
+                       same_contents)  # (re-exported for handlers)
 from .stored import STORED_GLOBALS, StoredNamespace, reading  # noqa: F401
 from .covariables import CoVariables
 from .reducing import Reducing
@@ -102,6 +103,9 @@ class _NothingCopied:
     """What ``copy_names`` returns when it copied nothing and tracked nothing."""
 
     made, codes, shared = {}, (), {}
+
+    def unpin(self):
+        pass
 
 
 _NOTHING_COPIED = _NothingCopied()
@@ -223,6 +227,14 @@ class Copier(Reducing):
         if type(work) is types.GeneratorType:
             return Pending(obj, work, begun)
         return self._finish(obj, work)
+
+    def unpin(self):
+        """Let go of the copies whose type is unpinned (``register_unpinned``): the memo
+        no longer refers to them, though ``made`` still maps their ids to their originals."""
+        if UNPINNED:
+            for key, new in list(self.memo.items()):
+                if type(new) in UNPINNED:
+                    del self.memo[key]
 
     def hit(self, key):
         """Bookkeeping for a memo hit: sharing is contagious, and names reaching it group."""

@@ -82,6 +82,15 @@ def register_same(cls, check):
     _SAME[cls] = check
 
 
+UNPINNED = set()  # types whose working copies the kernel must not keep alive
+
+
+def register_unpinned(cls):
+    """Instances of ``cls`` refuse some changes while anything else refers to them
+    (``ndarray.resize``): running code must hold the only references to their copies."""
+    UNPINNED.add(cls)
+
+
 def is_dunder(name):
     """True for names like ``__name__``: Python's and libraries' own."""
     return isinstance(name, str) and name.startswith("__") and name.endswith("__")

@@ -24,7 +24,7 @@ import itertools
 import numpy as np
 
 from . import cow
-from .copier import ATOMIC, Pending, register, register_same
+from .copier import ATOMIC, Pending, register, register_same, register_unpinned
 
 try:  # numpy >= 2
     from numpy.lib._stride_tricks_impl import DummyArray as _StridedBase
@@ -208,6 +208,7 @@ def _share(copier, obj):
 
 register(np.ndarray, copy_ndarray)
 register_same(np.ndarray, same_array)
+register_unpinned(np.ndarray)  # a.resize() refuses while anything else refers to a
 register(np.flatiter, copy_flatiter)
 register(np.dtype, _share, subclasses=True)
 for _scalar in (np.bool_, np.number, np.datetime64, np.timedelta64, np.str_, np.bytes_):

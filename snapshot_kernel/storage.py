@@ -223,7 +223,10 @@ class Working:
         self.copied = {}
         self.gone = {}         # names the state lost at a restart -> why
         self.origins = {}      # id(working copy) -> the stored object it was copied from
-        self._copiers = []     # their memos keep the copies alive, so the ids stay theirs
+        self._copiers = []     # their memos keep the copies alive, so the ids stay theirs;
+        # but not unpinned ones (arrays): if code drops one and a new object takes its id,
+        # that object is stored as the origin only if it holds the same contents, and no
+        # name of the new state reaches the origin otherwise (its whole group was copied in).
 
     def open(self, *codes):
         """Copy in what ``codes`` may touch (everything, in WHOLE mode)."""
@@ -271,6 +274,7 @@ class Working:
             return None
         self.copied.update(todo)
         copier = self._copy_in(todo)
+        copier.unpin()  # code may resize an array it holds the only reference to
         self._copiers.append(copier)
         self.origins.update(copier.made)
         return copier

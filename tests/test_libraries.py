@@ -15,6 +15,9 @@ import pytest
 
 from helpers import ok, printed, stdout
 
+from snapshot_kernel.kernel import SnapshotKernel
+from snapshot_kernel.storage import TOUCHED, WHOLE
+
 np = pytest.importorskip("numpy")
 
 
@@ -110,6 +113,17 @@ def test_a_branch_changing_an_object_array_item_leaves_the_parent_alone(kernel):
                                         "arr = np.array([box, None], dtype=object)"])
     ok(kernel, "arr[0].append(2)\nbox.append(3)", parent)
     assert printed(kernel, "print(box, arr[0] is box)", parent) == "[1] True\n"
+
+
+@pytest.mark.parametrize("mode", [TOUCHED, WHOLE])
+def test_an_array_from_an_earlier_cell_resizes_in_place(mode):
+    # The kernel held a reference to every copy it made, and ndarray.resize refuses
+    # while anything but the code's own name refers to the array. (Arrays kept
+    # copy-on-write cannot resize at all: README "Limitations"; these are small.)
+    kernel = SnapshotKernel(copy_mode=mode)
+    parent = ok(kernel, "import numpy as np\na = np.arange(3)")["state_name"]
+    assert printed(kernel, "a.resize(5)\nprint(a)", parent) == "[0 1 2 0 0]\n"
+    assert printed(kernel, "print(a)", parent) == "[0 1 2]\n"
 
 
 def test_branches_drawing_from_a_numpy_generator_leave_their_parent_alone(kernel):
