@@ -1,3 +1,4 @@
+import sys
 import threading
 import time
 
@@ -43,3 +44,13 @@ def signal_name():
     setattr(helpers, name, threading.Event())
     yield name
     delattr(helpers, name)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The corpus test's tally: what it harvested, compared, left out and excluded, and why."""
+    corpus = sys.modules.get("corpus")  # imported only if test_corpus.py was collected
+    if corpus is None or not corpus.TALLY:
+        return
+    terminalreporter.section("docstring corpus")
+    for what, count in sorted(corpus.TALLY.items()):
+        terminalreporter.write_line(f"{count:8d}  {what}")
