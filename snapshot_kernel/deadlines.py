@@ -1,6 +1,7 @@
 """Interrupts and deadlines: how the kernel stops cells, and gives up on those that
 do not stop. A mixin of ``SnapshotKernel``; everything here runs under its lock."""
 
+import threading
 import time
 
 from . import interrupt
@@ -51,6 +52,8 @@ class Deadlines:
                     self._check_locked(run, now)
 
     def _check_locked(self, run, now):
+        if run.client_gone is not None and run.interrupt_reason is None and run.client_gone():
+            self._interrupt_locked(run, "disconnect")
         if run.timeout is not None and now - run.started >= run.timeout:
             self._interrupt_locked(run, "timeout")
         if (not run.done.is_set() and run.interrupted_at is not None
@@ -64,3 +67,6 @@ class Deadlines:
             del self._reserved[run.new_state_name]
         run.reply = reply_for(run, Outcome(error=error), None)
         run.done.set()
+        if run.on_abandon is not None:  # its caller runs the cell, so cannot give the reply
+            threading.Thread(target=run.on_abandon, args=(run.reply,), daemon=True,
+                             name=f"snapshot-kernel reply for {run.exec_id}").start()

@@ -63,6 +63,8 @@ class Execution:
     source: object = None     # the State it runs on
     working: object = None    # its Working while the cell runs (checkpoints copy it out)
     every_calls: int = 0      # calls of checkpoint_every so far
+    client_gone: object = None  # for a cell run on its caller's thread: true once the caller left
+    on_abandon: object = None   # ... and called with the reply if it is given up on (stuck)
 
     @property
     def status(self):

@@ -6,15 +6,20 @@ the cell succeeds its result is stored as a new state. The kernel lock guards
 only the tables (states, executions, reserved names); copying and running
 happen outside it, which is safe because stored states never change.
 
-A cell runs on a cell thread, never on the caller's. ``start`` returns at once;
-``wait`` and ``execute`` wait for the reply. A supervisor thread, alive while
-executions run, interrupts cells at their deadline and gives up on those that
-do not stop (stuck), so nobody has to be waiting for timeouts to hold.
+``start`` runs a cell on a cell thread and returns at once; ``wait`` and
+``execute`` wait for its reply. ``execute_here`` runs it on the caller's thread,
+which saves two cross-thread wake-ups (the HTTP server uses it for requests that
+wait). A supervisor thread, alive while executions run, interrupts cells at
+their deadline and gives up on those that do not stop (stuck), so nobody has to
+be waiting for timeouts to hold; a caller held by its own stuck cell hears of
+it through ``on_abandon``.
 
 Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 """
 
+import contextvars
 import itertools
+import os
 import secrets
 import sys
 import threading
@@ -165,6 +170,36 @@ class SnapshotKernel(Deadlines, Checkpointing):
     def start(self, code, state_name, exec_id=None, new_state_name=None,
               timeout=None, max_output=None):
         """Start running ``code`` on a copy of ``state_name``; return its Execution."""
+        run = self._opened(code, state_name, exec_id, new_state_name, timeout, max_output)
+        self._threads.submit(lambda: self._run(run), _thread_name(run))
+        return run
+
+    def execute_here(self, code, state_name, exec_id=None, new_state_name=None,
+                     timeout=None, max_output=None, client_gone=None, on_abandon=None):
+        """``execute``, with the cell run on the calling thread; returns its reply.
+
+        This spares the two cross-thread wake-ups of a cell thread, but the
+        caller is held until the cell ends, even past a stuck reply. So a reply
+        given before the cell ends (stuck, or the kernel closing) is passed to
+        ``on_abandon(reply)``, called on a thread of its own; the reply returned
+        at the end is then the same. While the cell runs, the supervisor calls
+        ``client_gone()`` every ``POLL`` s; once it is true the cell is
+        interrupted, as by a request. The cell runs in a fresh
+        ``contextvars.Context`` under its cell thread's name, as on a cell thread.
+        """
+        run = self._opened(code, state_name, exec_id, new_state_name, timeout, max_output,
+                           client_gone=client_gone, on_abandon=on_abandon)
+        thread = threading.current_thread()
+        name, thread.name = thread.name, _thread_name(run)
+        try:
+            contextvars.Context().run(self._run, run)
+        finally:
+            thread.name = name
+        return run.reply
+
+    def _opened(self, code, state_name, exec_id, new_state_name, timeout, max_output,
+                **hooks):
+        """The Execution of a new cell, checked and listed, not yet running."""
         capture.install()  # again: a host such as pytest may have swapped sys.stdout since
         exec_id = exec_id if exec_id is not None else secrets.token_hex(16)
         check_name(exec_id, "exec_id")
@@ -172,10 +207,9 @@ class SnapshotKernel(Deadlines, Checkpointing):
             check_name(new_state_name, "new_state_name")
         limits = (positive("timeout", timeout, self.timeout),
                   positive("max_output", max_output, self.output_limit, whole=True))
-        run = self._begin(code, state_name, exec_id, new_state_name, *limits)
+        run = self._begin(code, state_name, exec_id, new_state_name, *limits, **hooks)
         if self._store is not None:  # so a restart can say it ended there
             self._store.running(exec_id, run.summary())
-        self._threads.submit(lambda: self._run(run), f"snapshot-kernel cell {exec_id}")
         return run
 
     def wait(self, exec_id, timeout=None):
@@ -230,7 +264,8 @@ class SnapshotKernel(Deadlines, Checkpointing):
                                    "running ones, and finished ones are kept for a while")
         return run
 
-    def _begin(self, code, state_name, exec_id, new_state_name, timeout, output_limit):
+    def _begin(self, code, state_name, exec_id, new_state_name, timeout, output_limit,
+               **hooks):
         with self._lock:
             source = self._states.get(state_name)
             if source is None:
@@ -243,7 +278,8 @@ class SnapshotKernel(Deadlines, Checkpointing):
             run = Execution(exec_id, code, state_name, new_state_name, self._generation,
                             capture.Capture(output_limit, self.image_limit,
                                             self.full_output_limit),
-                            cell.cell_filename(), timeout, output_limit, source=source)
+                            cell.cell_filename(), timeout, output_limit, source=source,
+                            **hooks)
             self._runs.add(run)
             if new_state_name is not None:
                 self._reserved[new_state_name] = run
@@ -259,6 +295,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
         """Thread body. An interrupt can arrive only between _arm and _disarm. The
         reply comes from ``_finish``, so it runs whatever happened before it."""
         run.capture.checkpoint = lambda call, **args: self._checkpoint(run, call, **args)
+        pid = os.getpid()
         try:
             outcome = self._attempt(run)
         except KeyboardInterrupt:  # our interrupt, landed in kernel code just around the cell
@@ -270,6 +307,8 @@ class SnapshotKernel(Deadlines, Checkpointing):
                 "InternalError", f"the kernel failed around this cell ({type(exc).__name__}); "
                 "nothing was stored; the server log has the traceback"))
         run.capture.checkpoint = None
+        if os.getpid() != pid:  # a process the cell forked, back from the cell, ends here:
+            os._exit(0)         # it stores nothing and answers nobody
         self._finish(run, outcome)
 
     def _attempt(self, run):
@@ -375,6 +414,10 @@ class SnapshotKernel(Deadlines, Checkpointing):
             name = f"state-{next(self._auto_names)}"
             if name not in self._states and name not in self._reserved:
                 return name
+
+
+def _thread_name(run):
+    return f"snapshot-kernel cell {run.exec_id}"
 
 
 def _explain_gone(error, gone):

@@ -21,7 +21,8 @@ from . import errors, mcp_cli, openapi
 from .render import render_text
 from .store import StoreError
 from .cli import DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, kernel_from, parse_args
-from .server import CLIENT_GONE, RETRY_AFTER, error_body, exit_now, make_server, serve_until_signalled
+from .server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, error_body, exit_now, make_server,
+                     serve_until_signalled)
 MAX_JSON_DEPTH = 32  # request bodies are flat objects; this only has to stop a parse's recursion
 
 KERNEL_ERROR_STATUS = {
@@ -71,10 +72,21 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
         form = _reply_format(body.get("format"))
         if body.get("wait") is False:
             return _started(kernel.start(*_execute_arguments(body)))
-        with waiting.slot():
+        with waiting.slot() as release:
             _refuse_if_client_gone()
-            run = kernel.start(*_execute_arguments(body))
-            return _rendered(_reply_while_client_waits(kernel, run.exec_id), form)
+            environ = bottle.request.environ
+            answer_now = environ.get(ANSWER_NOW)
+            if answer_now is None:  # another WSGI server (WebTest): the cell runs on a cell thread
+                run = kernel.start(*_execute_arguments(body))
+                return _rendered(_reply_while_client_waits(kernel, run.exec_id), form)
+
+            def abandoned(reply):  # the cell holds this worker: answer from the caller's thread
+                release()
+                answer_now("200 OK", *_reply_parts(reply, form))
+
+            return _rendered(kernel.execute_here(*_execute_arguments(body),
+                                                 client_gone=environ.get(CLIENT_GONE),
+                                                 on_abandon=abandoned), form)
 
     @app.get("/executions")
     def list_executions():
@@ -143,15 +155,22 @@ class _Slots:
 
     @contextlib.contextmanager
     def slot(self):
+        """Hold a slot for the block; it yields ``release()``, to free the slot sooner."""
         if not self._free.acquire(blocking=False):
             raise bottle.HTTPError(503, f"{self.limit} requests are waiting on cells, the most "
                                         "this server serves at once (--max-running); retry "
                                         "later, or send \"wait\": false",
                                    **{"Retry-After": RETRY_AFTER})
+        once = threading.Lock()
+
+        def release():
+            if once.acquire(blocking=False):
+                self._free.release()
+
         try:
-            yield
+            yield release
         finally:
-            self._free.release()
+            release()
 
 
 def _reply_while_client_waits(kernel, exec_id):
@@ -191,15 +210,25 @@ def _rendered(reply, form):
     """The reply as JSON, or as concise text with the names in headers."""
     if form == "json":
         return reply
-    bottle.response.content_type = "text/plain; charset=utf-8"
+    headers, body = _reply_parts(reply, form)
+    for header, value in headers:
+        bottle.response.set_header(header, value)
+    return body
+
+
+def _reply_parts(reply, form):
+    """``(headers, body)`` of the reply to an execution, outside Bottle's response."""
+    if form == "json":
+        return [("Content-Type", "application/json")], json.dumps(reply).encode("utf-8")
+    headers = [("Content-Type", "text/plain; charset=utf-8")]
     for header, value in (("X-Exec-Id", reply["exec_id"]), ("X-State-Name", reply["state_name"]),
                           ("X-Parent", reply["parent"]),
                           ("X-Error-Name", (reply["error"] or {}).get("ename"))):
         if value is not None:
-            bottle.response.set_header(header, _header_text(value))
+            headers.append((header, _header_text(value)))
     # Encoded here: a cell can print a lone surrogate, which UTF-8 cannot carry and which
     # would fail Bottle's encoding outside every handler, as an HTML 500.
-    return render_text(reply["output"]).encode("utf-8", "backslashreplace")
+    return headers, render_text(reply["output"]).encode("utf-8", "backslashreplace")
 
 
 def _header_text(value):

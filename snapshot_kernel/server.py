@@ -16,6 +16,13 @@ a worker gets the connection only once the whole head is there. Hence:
 - a 401, or a reply that leaves part of the request body unread, closes the
   connection, so a refused body is never read nor parsed as the next request.
 
+A worker may be held by the request it serves for longer than its client should
+wait: the app runs a cell on the worker itself, and the cell can hang. The app
+then answers from another thread through ``environ[ANSWER_NOW]``: the reply is
+written and the connection closed at once, a worker joins the pool in place of
+the held one, and the held worker, once its request ends, writes nothing and
+leaves the pool as it was.
+
 Cheroot's own refusals (a malformed request line or header, an unknown
 Transfer-Encoding, an HTTP version other than 1.x) carry the API's JSON error
 body. This is the only module that imports Cheroot.
@@ -37,6 +44,7 @@ import cheroot.server
 import cheroot.wsgi
 
 CLIENT_GONE = "snapshot_kernel.client_gone"  # environ key: a callable, true once the client left
+ANSWER_NOW = "snapshot_kernel.answer_now"    # environ key: Request.answer_now
 DEFAULT_MAX_CONNECTIONS = 256
 DEFAULT_MAX_HEAD = 16 * 1024
 DEFAULT_REQUEST_TIMEOUT = 10.0
@@ -47,6 +55,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _WAITING, _READY, _GONE = "waiting", "ready", "gone"
+_WORKER, _ELSEWHERE = "worker", "elsewhere"  # who answers a request: Request.claim
 
 
 def error_body(message):
@@ -63,10 +72,57 @@ def error_response(status, message, headers=()):
 
 
 class Request(cheroot.server.HTTPRequest):
-    """Cheroot's request parser, with its own refusals in the API's JSON shape."""
+    """Cheroot's request parser, with its own refusals in the API's JSON shape, and a
+    reply that another thread can give for a worker that is held (``answer_now``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._answerer = None
+        self._claiming = threading.Lock()
+
+    def claim(self, answerer):
+        """True if ``answerer`` is to write the reply: the first to ask is."""
+        with self._claiming:
+            if self._answerer is None:
+                self._answerer = answerer
+            return self._answerer == answerer
+
+    def answer_now(self, status, headers, body):
+        """Reply ``body`` (bytes) from any thread, close the connection, and have a new
+        worker stand in for this request's until that one is done (``Gateway.respond``).
+
+        Returns False, writing nothing, if the worker has begun its own reply. Call
+        it on a thread that may wait: a client that does not read holds the write up
+        to the request timeout.
+        """
+        if not self.claim(_ELSEWHERE):
+            return False
+        self.close_connection = True
+        lines = [f"HTTP/1.1 {status}", *(f"{name}: {value}" for name, value in headers),
+                 f"Content-Length: {len(body)}", "Connection: close"]
+        try:
+            self.conn.socket.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+                                     + body)
+            self.conn.socket.shutdown(socket.SHUT_WR)
+        except OSError:  # the client has gone, or does not read: nobody to tell
+            pass
+        self.server.requests.grow(1)
+        return True
+
+    def ensure_headers_sent(self):
+        if not self.sent_headers and not self.claim(_WORKER):
+            self.sent_headers = True  # answered elsewhere: this worker's reply is dropped
+            return
+        super().ensure_headers_sent()
+
+    def write(self, chunk):
+        if self.claim(_WORKER):
+            super().write(chunk)
 
     def simple_response(self, status, msg=""):
         self.close_connection = True  # Cheroot closes the connection after each of these anyway
+        if not self.claim(_WORKER):
+            return
         status = str(status)
         message = msg.decode("latin-1") if isinstance(msg, bytes) else msg
         try:
@@ -140,12 +196,21 @@ def client_gone(sock):
 
 
 class Gateway(cheroot.wsgi.Gateway_10):
-    """WSGI 1.0, plus ``environ[CLIENT_GONE]``, and no keep-alive after a refusal."""
+    """WSGI 1.0, plus ``environ[CLIENT_GONE]`` and ``environ[ANSWER_NOW]``, and no
+    keep-alive after a refusal."""
 
     def get_environ(self):
         environ = super().get_environ()
         environ[CLIENT_GONE] = functools.partial(client_gone, self.req.conn.socket)
+        environ[ANSWER_NOW] = self.req.answer_now
         return environ
+
+    def respond(self):
+        try:
+            super().respond()
+        finally:
+            if not self.req.claim(_WORKER):  # another worker stood in while this one was held
+                self.req.server.requests.shrink(1)
 
     def start_response(self, status, headers, exc_info=None):
         # Close rather than drain: draining a refused body would let its sender hold a worker.
