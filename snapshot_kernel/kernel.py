@@ -20,6 +20,7 @@ Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 import contextvars
 import itertools
 import os
+import random
 import secrets
 import sys
 import threading
@@ -201,8 +202,10 @@ class SnapshotKernel(Deadlines, Checkpointing):
                 **hooks):
         """The Execution of a new cell, checked and listed, not yet running."""
         capture.install()  # again: a host such as pytest may have swapped sys.stdout since
-        exec_id = exec_id if exec_id is not None else secrets.token_hex(16)
-        check_name(exec_id, "exec_id")
+        if exec_id is None:
+            exec_id = _new_exec_id()
+        else:
+            check_name(exec_id, "exec_id")
         if new_state_name is not None:
             check_name(new_state_name, "new_state_name")
         limits = (positive("timeout", timeout, self.timeout),
@@ -414,6 +417,16 @@ class SnapshotKernel(Deadlines, Checkpointing):
             name = f"state-{next(self._auto_names)}"
             if name not in self._states and name not in self._reserved:
                 return name
+
+
+# Execution ids need to be unique, not secret (GET /executions lists them): 128 bits
+# from a generator seeded by the OS, which costs a tenth of a urandom call per id.
+_ids = random.Random(secrets.randbits(256))
+os.register_at_fork(after_in_child=lambda: _ids.seed(secrets.randbits(256)))
+
+
+def _new_exec_id():
+    return f"{_ids.getrandbits(128):032x}"
 
 
 def _thread_name(run):
