@@ -8,6 +8,9 @@ a while, so a client that started one without waiting can read its result.
 """
 
 import collections
+import os
+import random
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -207,3 +210,27 @@ def reply_for(run, outcome, name, lost=None):
     if truncated:
         reply["truncated"] = truncated
     return reply
+
+
+# Execution ids need to be unique, not secret (GET /executions lists them): 128 bits
+# from a generator seeded by the OS, which costs a tenth of a urandom call per id.
+_ids = random.Random(secrets.randbits(256))
+os.register_at_fork(after_in_child=lambda: _ids.seed(secrets.randbits(256)))
+
+
+def new_exec_id():
+    return f"{_ids.getrandbits(128):032x}"
+
+
+def explain_gone(error, gone):
+    """A NameError for a name the state lost at a restart says so, and why."""
+    if error["ename"] != "NameError":
+        return error
+    for name, reason in gone.items():
+        if f"'{name}'" in error["evalue"]:
+            note = (f"; {name!r} was in this state but could not be saved, so the restart "
+                    f"lost it ({reason})")
+            error = dict(error, evalue=error["evalue"] + note)
+            error["traceback"] = error["traceback"][:-1] + [f"NameError: {error['evalue']}\n"]
+            break
+    return error

@@ -20,8 +20,6 @@ Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 import contextvars
 import itertools
 import os
-import random
-import secrets
 import sys
 import threading
 import traceback
@@ -32,8 +30,8 @@ from .describe import BUDGET as DESCRIBE_BUDGET, describe_state
 from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
                      KernelError, ProtectedState, StateExists, UnknownExecution,
                      UnknownState, check_name, positive)  # (re-exported for main and tests)
-from .execution import (DONE, RUNNING, Execution, Executions, Outcome,
-                        interrupted_error, judged, kernel_error, reply_for)
+from .execution import (DONE, RUNNING, Execution, Executions, Outcome, explain_gone,
+                        interrupted_error, judged, kernel_error, new_exec_id, reply_for)
 from .storage import TOUCHED, Namespace, State, Working, fresh_namespace, sizes
 from .store import Store, StoreError
 from .deadlines import Deadlines
@@ -203,7 +201,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
         """The Execution of a new cell, checked and listed, not yet running."""
         capture.install()  # again: a host such as pytest may have swapped sys.stdout since
         if exec_id is None:
-            exec_id = _new_exec_id()
+            exec_id = new_exec_id()
         else:
             check_name(exec_id, "exec_id")
         if new_state_name is not None:
@@ -329,7 +327,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
         run.working = None
         exc = exc if exc is not None else failed
         if exc is not None:
-            outcome = Outcome(error=_explain_gone(cell.error_dict(exc), gone))
+            outcome = Outcome(error=explain_gone(cell.error_dict(exc), gone))
         cell.Source.done(run.filename)
         return outcome
 
@@ -419,29 +417,5 @@ class SnapshotKernel(Deadlines, Checkpointing):
                 return name
 
 
-# Execution ids need to be unique, not secret (GET /executions lists them): 128 bits
-# from a generator seeded by the OS, which costs a tenth of a urandom call per id.
-_ids = random.Random(secrets.randbits(256))
-os.register_at_fork(after_in_child=lambda: _ids.seed(secrets.randbits(256)))
-
-
-def _new_exec_id():
-    return f"{_ids.getrandbits(128):032x}"
-
-
 def _thread_name(run):
     return f"snapshot-kernel cell {run.exec_id}"
-
-
-def _explain_gone(error, gone):
-    """A NameError for a name the state lost at a restart says so, and why."""
-    if error["ename"] != "NameError":
-        return error
-    for name, reason in gone.items():
-        if f"'{name}'" in error["evalue"]:
-            note = (f"; {name!r} was in this state but could not be saved, so the restart "
-                    f"lost it ({reason})")
-            error = dict(error, evalue=error["evalue"] + note)
-            error["traceback"] = error["traceback"][:-1] + [f"NameError: {error['evalue']}\n"]
-            break
-    return error

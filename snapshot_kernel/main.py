@@ -11,19 +11,18 @@ is set.
 import contextlib
 import hmac
 import json
-import re
 import sys
 import threading
 
 import bottle
 
 from . import errors, mcp_cli, openapi
+from .bodies import BOOL, NUMBER, TEXT, WHOLE, json_body, query_number
 from .render import render_text
 from .store import StoreError
 from .cli import DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, kernel_from, parse_args
 from .server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, error_body, exit_now, make_server,
                      serve_until_signalled)
-MAX_JSON_DEPTH = 32  # request bodies are flat objects; this only has to stop a parse's recursion
 
 KERNEL_ERROR_STATUS = {
     errors.InvalidArgument: 400,
@@ -35,12 +34,11 @@ KERNEL_ERROR_STATUS = {
 }
 
 # Request fields: name -> (JSON types accepted, required).
-_TEXT, _NUMBER, _WHOLE, _BOOL = (str,), (int, float), (int,), (bool,)
-EXECUTE_FIELDS = {"code": (_TEXT, True), "state_name": (_TEXT, True),
-                  "exec_id": (_TEXT, False), "new_state_name": (_TEXT, False),
-                  "timeout": (_NUMBER, False), "max_output": (_WHOLE, False),
-                  "wait": (_BOOL, False), "format": (_TEXT, False)}
-INTERRUPT_FIELDS = {"exec_id": (_TEXT, True)}
+EXECUTE_FIELDS = {"code": (TEXT, True), "state_name": (TEXT, True),
+                  "exec_id": (TEXT, False), "new_state_name": (TEXT, False),
+                  "timeout": (NUMBER, False), "max_output": (WHOLE, False),
+                  "wait": (BOOL, False), "format": (TEXT, False)}
+INTERRUPT_FIELDS = {"exec_id": (TEXT, True)}
 FORMATS = ("json", "text")
 MAX_POLL = 60.0   # seconds ?wait= may hold a request
 WAIT_SLICE = 0.25  # seconds between checks that a waiting client is still there
@@ -68,7 +66,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.post("/execute")
     def execute():
-        body = _json_body(max_body, EXECUTE_FIELDS)
+        body = json_body(max_body, EXECUTE_FIELDS)
         form = _reply_format(body.get("format"))
         if body.get("wait") is False:
             return _started(kernel.start(*_execute_arguments(body)))
@@ -94,7 +92,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.get("/executions/<exec_id>")
     def get_execution(exec_id):
-        wait = _query_number("wait", 0.0, MAX_POLL)
+        wait = query_number("wait", 0.0, MAX_POLL)
         if not wait:
             return kernel.execution(exec_id)
         with waiting.slot():
@@ -105,8 +103,8 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
         stream = bottle.request.query.getunicode("stream") or "stdout"
         if stream not in ("stdout", "stderr"):
             raise bottle.HTTPError(400, "stream must be stdout or stderr")
-        offset = _query_number("offset", 0, MAX_OFFSET, whole=True)
-        limit = _query_number("limit", DEFAULT_PAGE, MAX_PAGE, whole=True) or DEFAULT_PAGE
+        offset = query_number("offset", 0, MAX_OFFSET, whole=True)
+        limit = query_number("limit", DEFAULT_PAGE, MAX_PAGE, whole=True) or DEFAULT_PAGE
         return kernel.output(exec_id, stream, offset, limit)
 
     @app.get("/states")
@@ -130,7 +128,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.post("/interrupt")
     def interrupt():
-        exec_id = _json_body(max_body, INTERRUPT_FIELDS)["exec_id"]
+        exec_id = json_body(max_body, INTERRUPT_FIELDS)["exec_id"]
         kernel.interrupt(exec_id)
         return {"interrupted": exec_id}
 
@@ -236,21 +234,6 @@ def _header_text(value):
     return value.encode("utf-8").decode("latin-1") if value.isprintable() else repr(value)
 
 
-def _query_number(name, default, highest, whole=False):
-    text = bottle.request.query.getunicode(name)
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text) if whole else float(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= highest:
-        kind = "a whole number" if whole else "a number"
-        raise bottle.HTTPError(400, f"?{name}= must be {kind} from 0 to {highest:g}, "
-                                    f"not {text!r}")
-    return value
-
-
 def _authorize(expected):
     """Refuse the request unless it carries the token, as a Bearer header or ?token=."""
     if not _token_matches(_presented_token(), expected):
@@ -306,83 +289,6 @@ def _map_kernel_errors(callback):
             raise bottle.HTTPError(status, str(exc)) from None
 
     return wrapper
-
-
-def _json_body(max_body, fields):
-    """The request body as a dict with exactly ``fields`` (name: required), or a 4xx."""
-    body = _parse_json(_read_body(max_body))
-    if not isinstance(body, dict):
-        raise bottle.HTTPError(400, f"the body must be a JSON object, not {_json_type(body)}")
-    unknown = sorted(set(body) - set(fields))
-    if unknown:
-        raise bottle.HTTPError(400, f"unknown field(s) {', '.join(unknown)}; "
-                                    f"this route takes {', '.join(fields)}")
-    for name, (types, required) in fields.items():
-        value = body.get(name)
-        if value is None and required:
-            raise bottle.HTTPError(400, f"field {name!r} is required")
-        if value is not None and not _of_type(value, types):
-            expected = " or ".join(sorted({_json_type(t()) for t in types}))
-            raise bottle.HTTPError(400, f"field {name!r} must be {expected}, "
-                                        f"not {_json_type(value)}")
-    return body
-
-
-def _of_type(value, types):
-    """JSON ``true`` is a boolean only: bool is an int subclass in Python."""
-    return isinstance(value, bool) == (types == _BOOL) and isinstance(value, types)
-
-
-def _read_body(max_body):
-    length = bottle.request.content_length
-    # The raw WSGI value: bottle's get_header fails on bytes that are not UTF-8.
-    if length < 0 and bottle.request.environ.get("HTTP_TRANSFER_ENCODING"):
-        raise bottle.HTTPError(411, "send the body with a Content-Length header")
-    if length > max_body:
-        raise bottle.HTTPError(413, f"the body is {length} bytes; the limit is {max_body}")
-    try:
-        return bottle.request.environ["wsgi.input"].read(length) if length > 0 else b""
-    except OSError:  # a socket timeout or reset: the body stopped coming
-        raise bottle.HTTPError(408, "the body stopped arriving before its Content-Length "
-                                    "was reached") from None
-
-
-def _parse_json(raw):
-    if not raw.strip():
-        raise bottle.HTTPError(400, "the body is empty; send a JSON object")
-    if _nests_too_deep(raw):
-        raise bottle.HTTPError(400, f"the body nests arrays and objects more than "
-                                    f"{MAX_JSON_DEPTH} deep")
-    try:
-        return json.loads(raw)
-    except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError both are
-        raise bottle.HTTPError(400, f"the body is not valid JSON: {exc}") from None
-
-
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-
-
-def _nests_too_deep(raw):
-    """True if ``raw``'s arrays and objects nest over MAX_JSON_DEPTH deep, strings aside.
-
-    Checked before parsing because json.loads recurses once per level, and
-    what a deep body then raises differs across CPython versions.
-    """
-    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
-        return False  # the common case, decided at C speed
-    depth = 0
-    for bracket in _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS):
-        depth += 1 if bracket in b"[{" else -1
-        if depth > MAX_JSON_DEPTH:
-            return True
-    return False
-
-
-def _json_type(value):
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-             int: "a whole number", float: "a number", type(None): "null"}
-    return names.get(type(value), type(value).__name__)
 
 
 def main(argv=None):
