@@ -93,17 +93,44 @@ def _code_tree(code):
 _parsing = threading.Lock() if sys.version_info < (3, 13) else contextlib.nullcontext()
 
 
+# Cells sent again and again (``1+1``, ``df.shape``, a poll of a status): their code is
+# kept, compiled under a placeholder name, and given each run's file name with
+# ``code.replace``, a tenth of the cost of compiling. Only code with nothing nested in it
+# (no function, class or comprehension, whose own code objects would keep the old name),
+# and only short cells; the oldest goes first.
+KEPT_COMPILED = 256
+KEPT_SOURCE_CHARS = 4096
+_compiled = {}  # cell source -> (body, last_expression, notebook), named "<cell>"
+
+
 def compile_cell(code, filename):
     """Compile ``code`` to ``(body, last_expression, notebook)``: the last expression
     is None unless the cell ends in one whose value should be shown, and
     ``notebook`` says the cell used notebook syntax (``magics``), whose calls
     need ``get_ipython`` in its namespace. The source stays in linecache, as
     written, for as long as code compiled from it lives."""
-    python = magics.transform(code)
-    with _parsing:
-        body, last = _compile(python, filename)
+    kept = _compiled.get(code)
+    if kept is not None:
+        body, last, notebook = kept
+        body, last = (None if each is None else each.replace(co_filename=filename)
+                      for each in (body, last))
+    else:
+        python = magics.transform(code)
+        with _parsing:
+            body, last = _compile(python, filename)
+        notebook = python is not code
+        if len(code) <= KEPT_SOURCE_CHARS and not _nests_code(body, last):
+            if len(_compiled) >= KEPT_COMPILED:
+                _compiled.pop(next(iter(_compiled), None), None)
+            _compiled[code] = tuple(None if each is None else each.replace(co_filename="<cell>")
+                                    for each in (body, last)) + (notebook,)
     Source.keep(filename, code, (body, last))
-    return body, last, python is not code
+    return body, last, notebook
+
+
+def _nests_code(*codes):
+    return any(hasattr(const, "co_code") for code in codes if code is not None
+               for const in code.co_consts)
 
 
 def _compile(code, filename):

@@ -8,7 +8,6 @@ An exception raised by a cell is not an HTTP error: it is a 200 whose ``error``
 is set.
 """
 
-import contextlib
 import hmac
 import json
 import sys
@@ -149,26 +148,42 @@ class _Slots:
 
     def __init__(self, limit):
         self.limit = limit
-        self._free = threading.BoundedSemaphore(limit)
+        self._used = 0
+        self._lock = threading.Lock()
 
-    @contextlib.contextmanager
     def slot(self):
-        """Hold a slot for the block; it yields ``release()``, to free the slot sooner."""
-        if not self._free.acquire(blocking=False):
-            raise bottle.HTTPError(503, f"{self.limit} requests are waiting on cells, the most "
-                                        "this server serves at once (--max-running); retry "
-                                        "later, or send \"wait\": false",
-                                   **{"Retry-After": RETRY_AFTER})
-        once = threading.Lock()
+        """A context manager holding a slot for its block; it gives ``release()``, which
+        frees the slot sooner (it frees it once, however often it is called)."""
+        with self._lock:
+            if self._used >= self.limit:
+                raise bottle.HTTPError(503, f"{self.limit} requests are waiting on cells, the "
+                                            "most this server serves at once (--max-running); "
+                                            "retry later, or send \"wait\": false",
+                                       **{"Retry-After": RETRY_AFTER})
+            self._used += 1
+        return _Slot(self)
 
-        def release():
-            if once.acquire(blocking=False):
-                self._free.release()
 
-        try:
-            yield release
-        finally:
-            release()
+class _Slot:
+    """One held slot of ``_Slots``; a class, not a generator: this runs on every request."""
+
+    __slots__ = ("_slots", "_held")
+
+    def __init__(self, slots):
+        self._slots, self._held = slots, True
+
+    def __enter__(self):
+        return self.release
+
+    def __exit__(self, *exc_info):
+        self.release()
+
+    def release(self):
+        slots = self._slots
+        with slots._lock:
+            if self._held:
+                self._held = False
+                slots._used -= 1
 
 
 def _reply_while_client_waits(kernel, exec_id):

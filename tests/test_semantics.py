@@ -4,11 +4,13 @@ Kernel-level tests, no HTTP: each one runs cells the way a user would and
 checks what the user sees.
 """
 
+import re
 import sys
 
 import pytest
 
 from helpers import ok, printed, result, stdout
+from snapshot_kernel import cell
 
 
 def branch(kernel, setup):
@@ -231,6 +233,24 @@ def test_tracebacks_point_at_the_cell_and_hide_the_kernel(kernel):
     assert 'line 4, in <module>' in text and "    f()" in text
     assert "line 3, in f" in text and "return 1 / 0" in text
     assert "snapshot_kernel" not in text
+
+
+def test_a_cell_sent_again_is_compiled_once_yet_each_run_is_its_own_cell(kernel, monkeypatch):
+    compiled = []
+    real = cell._compile
+    monkeypatch.setattr(cell, "_compile", lambda code, name: compiled.append(code) or real(code, name))
+    code = f"x = {id(kernel)}\n1 / 0"  # a text no earlier test compiled: the cache is per process
+    tracebacks = ["".join(kernel.execute(code, "initial")["error"]["traceback"]) for _ in range(3)]
+    names = {re.search(r'File "(<cell-\d+>)", line 2', text).group(1) for text in tracebacks}
+    assert len(names) == 3                            # three runs, three cells
+    assert all("    1 / 0" in text for text in tracebacks)  # each shows its own source line
+    assert compiled.count(code) == 1
+    # Code with something nested in it is compiled each time: the nested code objects
+    # (a function kept in a state) carry their cell's name for as long as they live.
+    nested = f"def f():\n    return {id(kernel)}"
+    for _ in range(2):
+        ok(kernel, nested)
+    assert compiled.count(nested) == 2
 
 
 def test_syntax_errors_are_the_cells_error(kernel):
