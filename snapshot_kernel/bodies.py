@@ -1,24 +1,30 @@
 """What a request sends, checked: its JSON body and its query numbers.
 
-Each check either returns the value or raises a ``bottle.HTTPError`` with a 4xx
-status and a message that says what to send instead; the app's error handler
-turns it into ``{"error": ...}``. Nothing here touches the kernel, so a refused
-request has changed nothing.
+Each check returns the value or raises ``BadRequest`` with a 4xx status and a
+message that says what to send instead; ``main`` turns it into the one JSON
+error. Nothing here touches the kernel, so a refused request has changed
+nothing; nor the web framework: the body is read from the WSGI environ.
 """
 
 import json
 import re
-
-import bottle
 
 MAX_JSON_DEPTH = 32  # request bodies are flat objects; this only has to stop a parse's recursion
 # The JSON types a field accepts, as Python types (a field table: name -> (types, required)).
 TEXT, NUMBER, WHOLE, BOOL = (str,), (int, float), (int,), (bool,)
 
 
-def query_number(name, default, highest, whole=False):
-    """The query parameter ``?name=`` as a number from 0 to ``highest``; ``default`` if absent."""
-    text = bottle.request.query.getunicode(name)
+class BadRequest(Exception):
+    """What the client sent cannot be served: ``status`` and ``str()`` say why."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def query_number(name, text, default, highest, whole=False):
+    """The text of query parameter ``?name=`` as a number from 0 to ``highest``;
+    ``default`` if it is absent or empty."""
     if text is None or text == "":
         return default
     try:
@@ -27,28 +33,27 @@ def query_number(name, default, highest, whole=False):
         value = -1
     if not 0 <= value <= highest:
         kind = "a whole number" if whole else "a number"
-        raise bottle.HTTPError(400, f"?{name}= must be {kind} from 0 to {highest:g}, "
-                                    f"not {text!r}")
+        raise BadRequest(400, f"?{name}= must be {kind} from 0 to {highest:g}, not {text!r}")
     return value
 
 
-def json_body(max_body, fields):
-    """The request body as a dict with exactly ``fields`` (name: required), or a 4xx."""
-    body = _parse_json(_read_body(max_body))
+def json_body(environ, max_body, fields):
+    """The WSGI request's body as a dict with exactly ``fields`` (a field table), or a 4xx."""
+    body = _parse_json(_read_body(environ, max_body))
     if not isinstance(body, dict):
-        raise bottle.HTTPError(400, f"the body must be a JSON object, not {_json_type(body)}")
-    unknown = sorted(set(body) - set(fields))
+        raise BadRequest(400, f"the body must be a JSON object, not {_json_type(body)}")
+    unknown = body.keys() - fields.keys()
     if unknown:
-        raise bottle.HTTPError(400, f"unknown field(s) {', '.join(unknown)}; "
-                                    f"this route takes {', '.join(fields)}")
+        raise BadRequest(400, f"unknown field(s) {', '.join(sorted(unknown))}; "
+                         f"this route takes {', '.join(fields)}")
     for name, (types, required) in fields.items():
         value = body.get(name)
         if value is None and required:
-            raise bottle.HTTPError(400, f"field {name!r} is required")
+            raise BadRequest(400, f"field {name!r} is required")
         if value is not None and not _of_type(value, types):
             expected = " or ".join(sorted({_json_type(t()) for t in types}))
-            raise bottle.HTTPError(400, f"field {name!r} must be {expected}, "
-                                        f"not {_json_type(value)}")
+            raise BadRequest(400, f"field {name!r} must be {expected}, "
+                             f"not {_json_type(value)}")
     return body
 
 
@@ -57,30 +62,32 @@ def _of_type(value, types):
     return isinstance(value, bool) == (types == BOOL) and isinstance(value, types)
 
 
-def _read_body(max_body):
-    length = bottle.request.content_length
-    # The raw WSGI value: bottle's get_header fails on bytes that are not UTF-8.
-    if length < 0 and bottle.request.environ.get("HTTP_TRANSFER_ENCODING"):
-        raise bottle.HTTPError(411, "send the body with a Content-Length header")
-    if length > max_body:
-        raise bottle.HTTPError(413, f"the body is {length} bytes; the limit is {max_body}")
+def _read_body(environ, max_body):
     try:
-        return bottle.request.environ["wsgi.input"].read(length) if length > 0 else b""
+        length = int(environ.get("CONTENT_LENGTH") or -1)
+    except ValueError:  # servers check the header; this is for those that do not
+        raise BadRequest(400, "the Content-Length header is not a number") from None
+    if length < 0 and environ.get("HTTP_TRANSFER_ENCODING"):
+        raise BadRequest(411, "send the body with a Content-Length header")
+    if length > max_body:
+        raise BadRequest(413, f"the body is {length} bytes; the limit is {max_body}")
+    try:
+        return environ["wsgi.input"].read(length) if length > 0 else b""
     except OSError:  # a socket timeout or reset: the body stopped coming
-        raise bottle.HTTPError(408, "the body stopped arriving before its Content-Length "
-                                    "was reached") from None
+        raise BadRequest(408, "the body stopped arriving before its Content-Length "
+                         "was reached") from None
 
 
 def _parse_json(raw):
     if not raw.strip():
-        raise bottle.HTTPError(400, "the body is empty; send a JSON object")
+        raise BadRequest(400, "the body is empty; send a JSON object")
     if _nests_too_deep(raw):
-        raise bottle.HTTPError(400, f"the body nests arrays and objects more than "
-                                    f"{MAX_JSON_DEPTH} deep")
+        raise BadRequest(400, f"the body nests arrays and objects more than "
+                         f"{MAX_JSON_DEPTH} deep")
     try:
         return json.loads(raw)
     except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError both are
-        raise bottle.HTTPError(400, f"the body is not valid JSON: {exc}") from None
+        raise BadRequest(400, f"the body is not valid JSON: {exc}") from None
 
 
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)

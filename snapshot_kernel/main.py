@@ -16,7 +16,7 @@ import threading
 import bottle
 
 from . import errors, mcp_cli, openapi
-from .bodies import BOOL, NUMBER, TEXT, WHOLE, json_body, query_number
+from .bodies import BOOL, NUMBER, TEXT, WHOLE, BadRequest, json_body, query_number
 from .render import render_text
 from .store import StoreError
 from .cli import DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, kernel_from, parse_args
@@ -65,7 +65,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.post("/execute")
     def execute():
-        body = json_body(max_body, EXECUTE_FIELDS)
+        body = json_body(bottle.request.environ, max_body, EXECUTE_FIELDS)
         form = _reply_format(body.get("format"))
         if body.get("wait") is False:
             return _started(kernel.start(*_execute_arguments(body)))
@@ -91,7 +91,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.get("/executions/<exec_id>")
     def get_execution(exec_id):
-        wait = query_number("wait", 0.0, MAX_POLL)
+        wait = _query_number("wait", 0.0, MAX_POLL)
         if not wait:
             return kernel.execution(exec_id)
         with waiting.slot():
@@ -102,8 +102,8 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
         stream = bottle.request.query.getunicode("stream") or "stdout"
         if stream not in ("stdout", "stderr"):
             raise bottle.HTTPError(400, "stream must be stdout or stderr")
-        offset = query_number("offset", 0, MAX_OFFSET, whole=True)
-        limit = query_number("limit", DEFAULT_PAGE, MAX_PAGE, whole=True) or DEFAULT_PAGE
+        offset = _query_number("offset", 0, MAX_OFFSET, whole=True)
+        limit = _query_number("limit", DEFAULT_PAGE, MAX_PAGE, whole=True) or DEFAULT_PAGE
         return kernel.output(exec_id, stream, offset, limit)
 
     @app.get("/states")
@@ -127,7 +127,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.post("/interrupt")
     def interrupt():
-        exec_id = json_body(max_body, INTERRUPT_FIELDS)["exec_id"]
+        exec_id = json_body(bottle.request.environ, max_body, INTERRUPT_FIELDS)["exec_id"]
         kernel.interrupt(exec_id)
         return {"interrupted": exec_id}
 
@@ -249,6 +249,10 @@ def _header_text(value):
     return value.encode("utf-8").decode("latin-1") if value.isprintable() else repr(value)
 
 
+def _query_number(name, default, highest, whole=False):
+    return query_number(name, bottle.request.query.getunicode(name), default, highest, whole)
+
+
 def _authorize(expected):
     """Refuse the request unless it carries the token, as a Bearer header or ?token=."""
     if not _token_matches(_presented_token(), expected):
@@ -293,11 +297,14 @@ def _refuse_if_client_gone():
 
 
 def _map_kernel_errors(callback):
-    """Bottle plugin: turn KernelError into the HTTP status of its class."""
+    """Bottle plugin: turn KernelError into the HTTP status of its class, and a
+    request the checks refused (``bodies.BadRequest``) into its status."""
 
     def wrapper(*args, **kwargs):
         try:
             return callback(*args, **kwargs)
+        except BadRequest as exc:
+            raise bottle.HTTPError(exc.status, str(exc)) from None
         except errors.KernelError as exc:
             status = next(KERNEL_ERROR_STATUS[cls] for cls in type(exc).__mro__
                           if cls in KERNEL_ERROR_STATUS)
