@@ -27,6 +27,35 @@ DEFAULT_KEEP_SECONDS = 3600.0  # how long a finished execution's record is kept
 DEFAULT_KEEP_COUNT = 1000      # and how many of them at most
 
 
+class Done:
+    """``threading.Event`` for a flag set once: a lock held from the start, released by
+    ``set``; a waiter takes it and gives it back. A fifth of the cost of an Event to make
+    and set, which every execution pays. ``set`` is called under the kernel lock."""
+
+    __slots__ = ("_set", "_lock")
+
+    def __init__(self):
+        self._set = False
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def is_set(self):
+        return self._set
+
+    def set(self):
+        if not self._set:
+            self._set = True
+            self._lock.release()
+
+    def wait(self, timeout=None):
+        """True once set; False if ``timeout`` seconds passed first."""
+        if self._set:
+            return True
+        if self._lock.acquire(True, -1 if timeout is None else max(timeout, 0)):
+            self._lock.release()
+        return self._set
+
+
 @dataclass
 class Outcome:
     """What a cell produced: the changes to store, or an error."""
@@ -61,7 +90,7 @@ class Execution:
     started: float = field(default_factory=time.monotonic)
     started_at: float = field(default_factory=time.time)
     ended_at: Optional[float] = None  # time.monotonic() when it ended
-    done: threading.Event = field(default_factory=threading.Event)  # set with the reply
+    done: Done = field(default_factory=Done)  # set with the reply
     reply: Optional[dict] = None
     source: object = None     # the State it runs on
     working: object = None    # its Working while the cell runs (checkpoints copy it out)

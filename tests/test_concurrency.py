@@ -170,3 +170,21 @@ def test_reset_during_an_execution_stores_nothing_from_it(kernel, signal_name):
     assert result["state_name"] is None
     assert kernel.state_names() == ["initial"]
     assert ok(kernel, "1", new_state_name="during")["state_name"] == "during"
+
+
+
+def test_a_reply_wakes_every_waiter_and_a_wait_times_out_before_it(kernel, signal_name):
+    run = kernel.start(f"import helpers\nhelpers.{signal_name}.wait({WAIT})\n'done'", "initial")
+    assert kernel.wait(run.exec_id, 0.05) is None  # not yet: the wait times out
+    assert kernel.wait(run.exec_id, 0) is None
+    replies = []
+    waiters = [threading.Thread(target=lambda: replies.append(kernel.wait(run.exec_id)))
+               for _ in range(5)]
+    for waiter in waiters:
+        waiter.start()
+    getattr(helpers, signal_name).set()
+    for waiter in waiters:
+        waiter.join(WAIT)
+    assert len(replies) == 5 and all(reply is run.reply for reply in replies)
+    assert run.reply["output"][0]["data"]["text/plain"] == "'done'"
+    assert kernel.wait(run.exec_id, 0) is run.reply  # and every later wait returns at once
