@@ -1,14 +1,20 @@
 """Interrupts and deadlines: how the kernel stops cells, and gives up on those that
-do not stop. A mixin of ``SnapshotKernel``; everything here runs under its lock."""
+do not stop. A mixin of ``SnapshotKernel``, whose methods run under its lock, and the
+supervisor thread, which takes that lock for each check."""
 
 import threading
 import time
+import weakref
 
 from . import interrupt
 from .errors import UnknownExecution
 from .execution import DONE, RUNNING, STARTING, Outcome, reply_for, stuck_error
 
 POLL = 0.1  # seconds between the supervisor's deadline checks
+# Seconds the supervisor stays without a running execution before it ends: starting a
+# thread under the kernel lock costs a request 0.1-0.2 ms, and an agent's requests come
+# seconds apart. A closed kernel's supervisor ends at its next check.
+IDLE_END = 10.0
 
 
 class Deadlines:
@@ -38,18 +44,13 @@ class Deadlines:
         elif run.phase == RUNNING:
             run.interrupt_sent = interrupt.raise_in_thread(run.thread_id)
 
-    def _supervise(self):
-        """Interrupt cells at their deadline; give up on those that do not stop in time.
-        Ends when nothing runs; ``_begin`` starts it again."""
-        while True:
-            time.sleep(POLL)
-            with self._lock:
-                if not self._runs.running:
-                    self._supervising = False
-                    return
-                now = time.monotonic()
-                for run in list(self._runs.running.values()):
-                    self._check_locked(run, now)
+    def _start_supervisor_locked(self):
+        """Start the supervisor unless it runs. It holds the kernel only while it checks,
+        so a kernel nobody uses any more is freed, and its supervisor ends."""
+        if not self._supervising:
+            self._supervising = True
+            threading.Thread(target=_supervise, args=(weakref.ref(self),), daemon=True,
+                             name="snapshot-kernel supervisor").start()
 
     def _check_locked(self, run, now):
         if run.client_gone is not None and run.interrupt_reason is None and run.client_gone():
@@ -70,3 +71,25 @@ class Deadlines:
         if run.on_abandon is not None:  # its caller runs the cell, so cannot give the reply
             threading.Thread(target=run.on_abandon, args=(run.reply,), daemon=True,
                              name=f"snapshot-kernel reply for {run.exec_id}").start()
+
+
+def _supervise(kernel_ref):
+    """The supervisor thread: interrupt cells at their deadline, give up on those that do
+    not stop in time. Ends once nothing has run for ``IDLE_END`` s, or the kernel is
+    closed or gone; ``_begin`` starts it again."""
+    idle_since = time.monotonic()
+    while True:
+        time.sleep(POLL)
+        kernel = kernel_ref()
+        if kernel is None:
+            return
+        with kernel._lock:
+            now = time.monotonic()
+            if kernel._runs.running:
+                idle_since = now
+            elif kernel._closed or now - idle_since >= IDLE_END:
+                kernel._supervising = False
+                return
+            for run in list(kernel._runs.running.values()):
+                kernel._check_locked(run, now)
+        del kernel

@@ -284,10 +284,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
             self._runs.add(run)
             if new_state_name is not None:
                 self._reserved[new_state_name] = run
-            if not self._supervising:
-                self._supervising = True
-                threading.Thread(target=self._supervise, daemon=True,
-                                 name="snapshot-kernel supervisor").start()
+            self._start_supervisor_locked()
         return run
 
     # -- the cell thread ------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Reusable daemon threads for cells.
 
 Starting a thread costs more than running a trivial cell, so threads that
-finish a cell wait for the next one (up to ``max_idle`` of them). Each cell
+finish a cell wait for the next one (up to ``max_idle`` of them, for up to
+``idle_end`` seconds). A waiting thread holds no job, so nothing of the
+kernel that submitted its last one is kept alive by it. Each cell
 runs in a fresh ``contextvars.Context``, so context variables such as the
 ``decimal`` context do not carry over from one cell to the next. Plain
 ``threading.local`` data does carry over, as it does between the cells of a
@@ -16,8 +18,8 @@ import threading
 class CellThreads:
     """Runs each submitted job in a daemon thread, reusing idle ones."""
 
-    def __init__(self, max_idle=4):
-        self.max_idle = max_idle
+    def __init__(self, max_idle=4, idle_end=60.0):
+        self.max_idle, self.idle_end = max_idle, idle_end
         self._lock = threading.Lock()
         self._idle = 0
         self._jobs = queue.SimpleQueue()
@@ -25,14 +27,23 @@ class CellThreads:
     def submit(self, job, name):
         """Run ``job()`` in a thread called ``name``; return at once."""
         with self._lock:
+            self._jobs.put((job, name))
             if self._idle:
                 self._idle -= 1
-                self._jobs.put((job, name))
                 return
-        threading.Thread(target=self._work, args=(job, name), daemon=True).start()
+        # Not Thread(args=(job,)): a thread keeps its args until it ends.
+        threading.Thread(target=self._work, daemon=True).start()
 
-    def _work(self, job, name):
+    def _work(self):
         while True:
+            try:
+                job, name = self._jobs.get(timeout=self.idle_end)
+            except queue.Empty:
+                with self._lock:
+                    if self._jobs.empty():  # no job was handed to it meanwhile: end
+                        self._idle -= 1
+                        return
+                continue
             threading.current_thread().name = name
             contextvars.Context().run(job)
             job = None  # an idle thread must not keep the last cell's objects alive
@@ -40,4 +51,3 @@ class CellThreads:
                 if self._idle >= self.max_idle:
                     return
                 self._idle += 1
-            job, name = self._jobs.get()

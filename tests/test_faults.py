@@ -9,12 +9,14 @@ import gc
 import linecache
 import threading
 import time
+import weakref
 
 import pytest
 
 import helpers
 from helpers import WAIT, in_background, ok, printed, wait_until_running
 from snapshot_kernel.kernel import SnapshotKernel
+from snapshot_kernel.threads import CellThreads
 
 HOSTILE_VALUES = {
     "metaclass whose __name__ raises": (
@@ -137,3 +139,36 @@ def test_a_repr_that_never_returns_does_not_hold_the_description(kernel, signal_
     assert time.monotonic() - started < 2
     assert variables["value"]["repr"] == "<repr did not finish within 0.3 s>"
     assert variables["other"]["repr"] == "1"
+
+
+def test_a_kernel_nobody_holds_is_freed_and_its_supervisor_ends():
+    def supervisors():
+        return [thread for thread in threading.enumerate()
+                if thread.name == "snapshot-kernel supervisor"]
+
+    before = set(supervisors())
+    kernel = SnapshotKernel()
+    ok(kernel, "x = list(range(10))")
+    ours = set(supervisors()) - before
+    assert len(ours) == 1  # it stays after the cell, for the next one
+    gone = weakref.ref(kernel)
+    del kernel
+    deadline = time.monotonic() + WAIT
+    while gone() is not None or any(thread.is_alive() for thread in ours):
+        assert time.monotonic() < deadline, "the supervisor kept its kernel, or ran on"
+        gc.collect()
+        time.sleep(0.02)
+
+
+def test_idle_cell_threads_end_and_a_later_cell_still_runs():
+    threads = CellThreads(idle_end=0.2)
+    ran = []
+    for number in range(3):
+        threads.submit(lambda number=number: ran.append(number), f"test-idle-{number}")
+    deadline = time.monotonic() + WAIT
+    while any(thread.name.startswith("test-idle-") for thread in threading.enumerate()):
+        assert time.monotonic() < deadline, "idle cell threads did not end"
+        time.sleep(0.05)
+    done = threading.Event()
+    threads.submit(done.set, "test-idle-later")
+    assert done.wait(WAIT) and sorted(ran) == [0, 1, 2]
