@@ -62,7 +62,7 @@ class Sizes:
 FULL = Sizes(dicts=10 ** 5, names=2000, dicts_per_name=50, big_lists=22000,
              state_sizes=(10 ** 3, 10 ** 4, 10 ** 5, 3 * 10 ** 5),
              touched_sizes=(10 ** 2, 10 ** 3, 10 ** 4, 10 ** 5),
-             repeats=7, curve_repeats=5, http_rounds=30, http_per_round=20)
+             repeats=7, curve_repeats=5, http_rounds=20, http_per_round=100)
 QUICK = Sizes(dicts=10 ** 4, names=200, dicts_per_name=50, big_lists=2200,
               state_sizes=(10 ** 2, 10 ** 3, 10 ** 4, 3 * 10 ** 4),
               touched_sizes=(10, 10 ** 2, 10 ** 3, 10 ** 4),
