@@ -16,12 +16,15 @@ Sections:
   http-trivial     POST /execute of ``1+1`` over keep-alive HTTP, against a bare
                    Bottle + Cheroot endpoint served the same way
   curves           execute time against state size, and against touched size
+  many-states      GET /states with 10**5 states against one, and the share of
+                   storing them that went to the garbage collector
 
 The baselines read a stored namespace through ``kernel._states`` (see
 ``stored_namespace``); nothing else reaches into the kernel.
 """
 
 import argparse
+import contextlib
 import copy
 import gc
 import os
@@ -224,11 +227,33 @@ def many_states(count, repeats):
         return json.dumps({"states": kernel.state_names()})
 
     empty = statistics.median(timed(listing) for _ in range(repeats))
-    for number in range(count):
-        run_cell(kernel, f"x = {number}", INITIAL, f"s{number}")
+    with collector_time() as collecting:
+        started = time.perf_counter()
+        for number in range(count):
+            run_cell(kernel, f"x = {number}", INITIAL, f"s{number}")
+        building = time.perf_counter() - started
     full = statistics.median(timed(listing) for _ in range(repeats))
     execute = statistics.median(timed(lambda: kernel.execute("y = 1", "s7")) for _ in range(repeats))
-    return empty, full, execute
+    return empty, full, execute, building, collecting[0]
+
+
+@contextlib.contextmanager
+def collector_time():
+    """Yield a one-item list that holds, after the block, the seconds the cyclic
+    garbage collector ran during it."""
+    spent, started = [0.0], []
+
+    def callback(phase, info):
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            spent[0] += time.perf_counter() - started.pop()
+
+    gc.callbacks.append(callback)
+    try:
+        yield spent
+    finally:
+        gc.callbacks.remove(callback)
 
 
 def ms(seconds):
@@ -333,11 +358,13 @@ def main(argv=None):
                 touched_size_curve(sizes))
 
     states = 10 ** 4 if quick else 10 ** 5
-    empty, full, execute_many = many_states(states, sizes.repeats)
+    empty, full, execute_many, building, collecting = many_states(states, sizes.repeats)
     heading("many-states", f"GET /states with {states:,} states (the listing and its JSON) "
                            "against the same with one; and a small execute among them")
     print(f"   listing, 1 state {ms(empty)} ms; {states:,} states {ms(full)} ms; "
           f"execute `y = 1` {ms(execute_many)} ms")
+    print(f"   storing the {states:,} states (`x = N` each) took {building:.1f} s, "
+          f"{collecting / building:.0%} of it in the garbage collector")
 
     _, execute, baseline = touch[0]
     print_summary({
