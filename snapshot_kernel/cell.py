@@ -101,6 +101,7 @@ _parsing = threading.Lock() if sys.version_info < (3, 13) else contextlib.nullco
 KEPT_COMPILED = 256
 KEPT_SOURCE_CHARS = 4096
 _compiled = {}  # cell source -> (body, last_expression, notebook), named "<cell>"
+_compiled_lock = threading.Lock()  # for changes: an eviction iterates the dict
 
 
 def compile_cell(code, filename):
@@ -120,10 +121,12 @@ def compile_cell(code, filename):
             body, last = _compile(python, filename)
         notebook = python is not code
         if len(code) <= KEPT_SOURCE_CHARS and not _nests_code(body, last):
-            if len(_compiled) >= KEPT_COMPILED:
-                _compiled.pop(next(iter(_compiled), None), None)
-            _compiled[code] = tuple(None if each is None else each.replace(co_filename="<cell>")
-                                    for each in (body, last)) + (notebook,)
+            kept = tuple(None if each is None else each.replace(co_filename="<cell>")
+                         for each in (body, last)) + (notebook,)
+            with _compiled_lock:
+                if len(_compiled) >= KEPT_COMPILED:
+                    del _compiled[next(iter(_compiled))]
+                _compiled[code] = kept
     Source.keep(filename, code, (body, last))
     return body, last, notebook
 

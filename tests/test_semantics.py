@@ -6,10 +6,11 @@ checks what the user sees.
 
 import re
 import sys
+import threading
 
 import pytest
 
-from helpers import ok, printed, result, stdout
+from helpers import WAIT, ok, printed, result, stdout
 from snapshot_kernel import cell
 
 
@@ -251,6 +252,26 @@ def test_a_cell_sent_again_is_compiled_once_yet_each_run_is_its_own_cell(kernel,
     for _ in range(2):
         ok(kernel, nested)
     assert compiled.count(nested) == 2
+
+
+def test_the_compiled_cells_kept_stay_bounded_when_threads_compile_at_once():
+    failures = []
+
+    def compile_many(thread):
+        for number in range(cell.KEPT_COMPILED):
+            filename = cell.cell_filename()
+            try:
+                cell.compile_cell(f"{thread} + {number}", filename)
+            except Exception as exc:  # noqa: BLE001 - any failure here is the finding
+                failures.append(exc)
+            cell.Source.done(filename)
+
+    threads = [threading.Thread(target=compile_many, args=(thread,)) for thread in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert failures == [] and len(cell._compiled) <= cell.KEPT_COMPILED
 
 
 def test_syntax_errors_are_the_cells_error(kernel):
