@@ -56,8 +56,7 @@ class Source:
     def keep(cls, filename, code, compiled):
         """Keep ``code`` in linecache under ``filename`` until ``done(filename)`` and
         while the code nested in ``compiled`` (functions, classes) lives."""
-        nested = [each for top in compiled if top is not None
-                  for each in _code_tree(top) if each is not top]
+        nested = _nested(compiled)
         with cls._lock:
             linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
             cls._live[filename] = cls._live.get(filename, 0) + len(nested) + 1
@@ -80,11 +79,18 @@ class Source:
                 linecache.cache.pop(filename, None)
 
 
-def _code_tree(code):
+def _nested(compiled):
+    """The code objects nested in the code objects ``compiled`` (None ones skipped)."""
+    return [each for top in compiled if top is not None
+            for each in code_tree(top) if each is not top]
+
+
+def code_tree(code):
+    """``code`` and every code object nested in it (functions, classes, comprehensions)."""
     yield code
     for const in code.co_consts:
         if hasattr(const, "co_code"):
-            yield from _code_tree(const)
+            yield from code_tree(const)
 
 
 # CPython before 3.13 keeps the AST constructor's recursion depth in shared state:
@@ -120,7 +126,7 @@ def compile_cell(code, filename):
         with _parsing:
             body, last = _compile(python, filename)
         notebook = python is not code
-        if len(code) <= KEPT_SOURCE_CHARS and not _nests_code(body, last):
+        if len(code) <= KEPT_SOURCE_CHARS and not _nested((body, last)):
             kept = tuple(None if each is None else each.replace(co_filename="<cell>")
                          for each in (body, last)) + (notebook,)
             with _compiled_lock:
@@ -129,11 +135,6 @@ def compile_cell(code, filename):
                 _compiled[code] = kept
     Source.keep(filename, code, (body, last))
     return body, last, notebook
-
-
-def _nests_code(*codes):
-    return any(hasattr(const, "co_code") for code in codes if code is not None
-               for const in code.co_consts)
 
 
 def _compile(code, filename):

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
 
+from .cell import code_tree
 from .copier import ATOMIC, STORED_GLOBALS, copy_names, reading
 from .covariables import sizeof
 
@@ -185,7 +186,7 @@ def code_needs(code):
     found = _needs_cache.get(code)
     if found is None:
         names = set()
-        for each in _code_tree(code):
+        for each in code_tree(code):
             names.update(each.co_names)
             for const in each.co_consts:
                 if isinstance(const, str):
@@ -194,13 +195,6 @@ def code_needs(code):
         with _cache_lock:
             _needs_cache[code] = found
     return found
-
-
-def _code_tree(code):
-    yield code
-    for const in code.co_consts:
-        if hasattr(const, "co_code"):
-            yield from _code_tree(const)
 
 
 # -- an execution's namespace ----------------------------------------------------------------
