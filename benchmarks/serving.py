@@ -17,7 +17,7 @@ import bottle
 
 from snapshot_kernel.kernel import SnapshotKernel
 from snapshot_kernel.main import create_app
-from snapshot_kernel.server import make_server
+from snapshot_kernel.web.server import make_server
 
 TOKEN = "benchmark-token"
 HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}

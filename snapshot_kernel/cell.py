@@ -19,7 +19,7 @@ import tokenize
 import traceback
 import weakref
 
-from . import magics
+from .notebook import magics
 
 CELL_FILENAME_PREFIX = "<cell-"
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep

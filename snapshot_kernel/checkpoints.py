@@ -14,7 +14,7 @@ only reports a hint (``GET /executions`` shows the latest).
 
 import builtins
 
-from . import capture
+from .runtime import capture
 from .errors import StateExists, check_name
 
 def _hook(what):

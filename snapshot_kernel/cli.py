@@ -6,10 +6,11 @@ Every flag, its default and what it bounds; README's flags table follows it.
 import argparse
 import os
 
-from . import capture, cow
+from .runtime import capture
+from .states import cow
 from . import kernel as k
 from .execution import DEFAULT_KEEP_SECONDS
-from .server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD, DEFAULT_REQUEST_TIMEOUT
+from .web.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD, DEFAULT_REQUEST_TIMEOUT
 
 TOKEN_ENV = "SNAPSHOT_KERNEL_TOKEN"
 STATE_DIR_ENV = "SNAPSHOT_KERNEL_STATE_DIR"

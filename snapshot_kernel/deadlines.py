@@ -6,7 +6,7 @@ import threading
 import time
 import weakref
 
-from . import interrupt
+from .runtime import interrupt
 from .errors import UnknownExecution
 from .execution import DONE, RUNNING, STARTING, Outcome, reply_for, stuck_error
 

@@ -10,8 +10,9 @@ goes on: a ``__repr__`` that never returns cannot be stopped, only not awaited).
 import threading
 
 from . import cell
-from .copier import is_dunder, reading
-from .storage import GONE
+from .copying.dispatch import is_dunder
+from .copying.stored import reading
+from .states.storage import GONE
 
 BUDGET = 10.0  # seconds the reprs of one state may take before the reply goes without them
 

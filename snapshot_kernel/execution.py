@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
 
-from .capture import Capture
+from .runtime.capture import Capture
 
 # Phases of an execution: an interrupt is raised only while it is RUNNING.
 STARTING, RUNNING, DONE = "starting", "running", "done"

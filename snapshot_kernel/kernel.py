@@ -24,7 +24,10 @@ import sys
 import threading
 import traceback
 
-from . import capture, cell, checkpoints, cow, display, interrupt, magics, plots
+from .runtime import capture, display, interrupt, plots
+from . import cell, checkpoints
+from .states import cow
+from .notebook import magics
 from .checkpoints import Checkpointing
 from .describe import BUDGET as DESCRIBE_BUDGET, describe_state
 from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
@@ -32,8 +35,8 @@ from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F40
                      UnknownState, check_name, positive)  # (re-exported for main and tests)
 from .execution import (DONE, RUNNING, Execution, Executions, Outcome, explain_gone,
                         interrupted_error, judged, kernel_error, new_exec_id, reply_for)
-from .storage import TOUCHED, Namespace, State, Working, fresh_namespace, sizes
-from .store import Store, StoreError
+from .states.storage import TOUCHED, Namespace, State, Working, fresh_namespace, sizes
+from .states.store import Store, StoreError
 from .deadlines import Deadlines
 from .threads import CellThreads
 

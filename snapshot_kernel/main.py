@@ -15,13 +15,16 @@ import threading
 
 import bottle
 
-from . import errors, mcp_cli, openapi
-from .bodies import BOOL, NUMBER, TEXT, WHOLE, BadRequest, json_body, query_number
+from . import errors
+from .mcp import cli as mcp_cli
+from .web import openapi
+from .web.bodies import (DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS, INTERRUPT_FIELDS, MAX_OFFSET,
+                         MAX_PAGE, MAX_POLL, BadRequest, json_body, query_number)
 from .render import render_text
-from .store import StoreError
+from .states.store import StoreError
 from .cli import DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, kernel_from, parse_args
-from .server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, error_body, exit_now, make_server,
-                     serve_until_signalled)
+from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, error_body, exit_now,
+                         make_server, serve_until_signalled)
 
 KERNEL_ERROR_STATUS = {
     errors.InvalidArgument: 400,
@@ -32,18 +35,7 @@ KERNEL_ERROR_STATUS = {
     errors.ProtectedState: 409,
 }
 
-# Request fields: name -> (JSON types accepted, required).
-EXECUTE_FIELDS = {"code": (TEXT, True), "state_name": (TEXT, True),
-                  "exec_id": (TEXT, False), "new_state_name": (TEXT, False),
-                  "timeout": (NUMBER, False), "max_output": (WHOLE, False),
-                  "wait": (BOOL, False), "format": (TEXT, False)}
-INTERRUPT_FIELDS = {"exec_id": (TEXT, True)}
-FORMATS = ("json", "text")
-MAX_POLL = 60.0   # seconds ?wait= may hold a request
 WAIT_SLICE = 0.25  # seconds between checks that a waiting client is still there
-DEFAULT_PAGE = 100_000  # characters of full output a page holds unless ?limit= says
-MAX_PAGE = 10 ** 7      # characters ?limit= may ask for
-MAX_OFFSET = 10 ** 12   # the largest ?offset=
 
 
 def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING):
@@ -315,7 +307,7 @@ def _map_kernel_errors(callback):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["mcp"]:  # snapshot-kernel mcp ...: the MCP front (mcp_cli)
+    if argv[:1] == ["mcp"]:  # snapshot-kernel mcp ...: the MCP front (mcp/cli.py)
         return mcp_cli.main(argv[1:])
     args = parse_args(argv)
     try:

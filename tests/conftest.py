@@ -8,7 +8,7 @@ import webtest
 import helpers
 
 from snapshot_kernel.kernel import SnapshotKernel
-from snapshot_kernel.storage import TOUCHED, WHOLE
+from snapshot_kernel.states.storage import TOUCHED, WHOLE
 from snapshot_kernel.main import create_app
 
 TOKEN = "test-token"

@@ -13,7 +13,7 @@ import webtest
 import helpers
 from conftest import TOKEN
 from snapshot_kernel.main import create_app
-from snapshot_kernel.server import CLIENT_GONE
+from snapshot_kernel.web.server import CLIENT_GONE
 
 
 def wire(text):

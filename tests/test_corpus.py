@@ -30,7 +30,7 @@ import pytest
 
 import corpus
 from snapshot_kernel.kernel import SnapshotKernel
-from snapshot_kernel.storage import TOUCHED, WHOLE
+from snapshot_kernel.states.storage import TOUCHED, WHOLE
 
 # Warnings go to stderr, which is not compared; recorded, they would flood the summary.
 pytestmark = pytest.mark.filterwarnings("ignore")

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from helpers import WAIT, ok, printed, stdout
-from snapshot_kernel import cow
+from snapshot_kernel.states import cow
 from snapshot_kernel.kernel import SnapshotKernel
 
 np = pytest.importorskip("numpy")

@@ -8,15 +8,16 @@ real-process tests, with SIGKILL, are in test_restart.py.
 
 import os
 import sqlite3
+import sys
 
 import pytest
 
 import test_differential as differential
 from helpers import ok, printed, stdout
-from snapshot_kernel import persist
+from snapshot_kernel.states import persist
 from snapshot_kernel.kernel import SnapshotKernel
-from snapshot_kernel.storage import MAX_DEPTH
-from snapshot_kernel.store import StoreError
+from snapshot_kernel.states.storage import MAX_DEPTH
+from snapshot_kernel.states.store import StoreError
 
 
 @pytest.fixture
@@ -72,6 +73,21 @@ def test_functions_classes_closures_and_aliases_come_back(state_dir):
     code = ("print(pts[1].norm(), alias is pts, isinstance(pts[0], Point), inc(), square(3), "
             "cube(2))\nSCALE = 10\nprint(pts[1].norm(), square(1), cube(1))")
     assert printed(kernel, code, "mixed") == "6 True True 2 18 16\n30 10 10\n"
+
+
+def test_a_directory_saved_before_the_package_had_folders_still_loads(state_dir, monkeypatch):
+    """Pickles in older state directories name ``snapshot_kernel.persist``."""
+    old = "snapshot_kernel.persist"
+    monkeypatch.setitem(sys.modules, old, persist)
+    for name, value in vars(persist).items():
+        if getattr(value, "__module__", None) == persist.__name__:
+            monkeypatch.setattr(value, "__module__", old)
+    ok(SnapshotKernel(state_dir=state_dir), MIXED, new_state_name="mixed")
+    with sqlite3.connect(os.path.join(state_dir, "catalog.sqlite")) as catalog:
+        saved = b"".join(bytes(row[0]) for row in catalog.execute("SELECT data FROM groups"))
+    assert old.encode() in saved and persist.__name__.encode() not in saved
+    monkeypatch.undo()
+    assert printed(restarted(state_dir), "print(pts[1].norm(), inc(), cube(2))", "mixed") == "6 2 16\n"
 
 
 def test_what_cannot_be_saved_is_reported_and_fails_clearly_after_a_restart(state_dir):

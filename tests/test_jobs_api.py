@@ -7,7 +7,7 @@ import pytest
 
 import helpers
 from helpers import WAIT, wait_until_running
-from snapshot_kernel.server import CLIENT_GONE
+from snapshot_kernel.web.server import CLIENT_GONE
 
 
 def test_an_execute_that_does_not_wait_answers_202_with_where_to_look(app, signal_name):

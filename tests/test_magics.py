@@ -10,7 +10,9 @@ import traceback
 
 import pytest
 
-from snapshot_kernel import cell, commands, interrupt, magics, timing
+from snapshot_kernel import cell
+from snapshot_kernel.notebook import commands, magics, timing
+from snapshot_kernel.runtime import interrupt
 
 CELL = "<cell-1>"
 TIMES = re.compile(r"CPU times: user \S+ \S+, sys: \S+ \S+, total: \S+ \S+\nWall time: \S+ \S+\n")

@@ -13,10 +13,10 @@ import wsgiref.simple_server
 import pytest
 
 from helpers import WAIT
-from snapshot_kernel import mcp_cli
+from snapshot_kernel.mcp import cli as mcp_cli
 from snapshot_kernel.kernel import SnapshotKernel
 from snapshot_kernel.main import create_app
-from snapshot_kernel.mcp_backends import BackendError, HttpBackend, KernelBackend
+from snapshot_kernel.mcp.backends import BackendError, HttpBackend, KernelBackend
 
 TOKEN = "backend-token"
 MCP = [sys.executable, "-m", "snapshot_kernel.main", "mcp"]

@@ -18,11 +18,12 @@ from referencing.jsonschema import DRAFT202012
 import helpers
 from conftest import TOKEN
 from helpers import WAIT, wait_until_running
-from snapshot_kernel import main, openapi
+from snapshot_kernel import main
+from snapshot_kernel.web import bodies, openapi
 from snapshot_kernel.errors import InvalidName, check_name
 from snapshot_kernel.kernel import SnapshotKernel
 from snapshot_kernel.main import create_app
-from snapshot_kernel.server import CLIENT_GONE
+from snapshot_kernel.web.server import CLIENT_GONE
 from test_server import Server
 
 MAX_BODY = 4096
@@ -190,8 +191,8 @@ def test_every_operation_names_both_auth_forms_and_the_errors_of_every_route(wor
 
 def test_the_request_schemas_are_main_s_field_tables(world):
     schemas = world.get("/openapi.json").json["components"]["schemas"]
-    for name, fields in (("ExecuteRequest", main.EXECUTE_FIELDS),
-                         ("InterruptRequest", main.INTERRUPT_FIELDS)):
+    for name, fields in (("ExecuteRequest", bodies.EXECUTE_FIELDS),
+                         ("InterruptRequest", bodies.INTERRUPT_FIELDS)):
         assert set(schemas[name]["properties"]) == set(fields)
         assert schemas[name]["required"] == [field for field, (_, need) in fields.items() if need]
         assert schemas[name]["additionalProperties"] is False

@@ -11,9 +11,11 @@ the server's real replies against it.
 
 from importlib import metadata
 
-from .errors import MAX_NAME_LENGTH, MAX_POSITIVE
-from .execution import STATUSES
-from .kernel import DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT
+from ..errors import MAX_NAME_LENGTH, MAX_POSITIVE
+from ..execution import STATUSES
+from ..kernel import DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT
+from .bodies import (DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS, INTERRUPT_FIELDS, MAX_OFFSET, MAX_PAGE,
+                     MAX_POLL)
 from .server import RETRY_AFTER
 
 INTERRUPT_REASONS = ("request", "timeout", "reset", "shutdown", "disconnect", "restart")
@@ -36,7 +38,6 @@ it is not a sandbox."""
 
 def document(max_body=None):
     """The OpenAPI document of a server that refuses bodies over ``max_body`` bytes."""
-    from . import main as http  # not at the top: main imports this module
     return {
         "openapi": "3.1.0",
         "info": {"title": "snapshot-kernel", "version": _version(), "description": DESCRIPTION},
@@ -44,8 +45,8 @@ def document(max_body=None):
                  {"name": "states", "description": "The stored states."},
                  {"name": "meta", "description": "This document."}],
         "security": [{"bearer": []}, {"token_query": []}],
-        "paths": _paths(http),
-        "components": {"schemas": _schemas(http, max_body),
+        "paths": _paths(),
+        "components": {"schemas": _schemas(max_body),
                        "responses": _responses(),
                        "securitySchemes": SECURITY_SCHEMES},
     }
@@ -103,13 +104,13 @@ NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH,
 _JSON_TYPES = {(str,): "string", (int, float): "number", (int,): "integer", (bool,): "boolean"}
 
 
-def _schemas(http, max_body):
+def _schemas(max_body):
     schemas = {
         "Error": obj({"error": {**TEXT, "description": "what is wrong and how to fix it"}}),
         "Name": NAME,
-        "ExecuteRequest": _request(http.EXECUTE_FIELDS, _execute_fields(http), max_body, {
+        "ExecuteRequest": _request(EXECUTE_FIELDS, _execute_fields(), max_body, {
             "code": "import math\nx = 41\nx + 1", "state_name": "initial"}),
-        "InterruptRequest": _request(http.INTERRUPT_FIELDS, {"exec_id": {
+        "InterruptRequest": _request(INTERRUPT_FIELDS, {"exec_id": {
             **ref("Name"), "description": "the running execution"}}, max_body, {"exec_id": "nap"}),
         "CellError": obj({"ename": TEXT, "evalue": TEXT,
                           "traceback": {"type": "array", "items": TEXT}},
@@ -165,7 +166,7 @@ def _field(types, needed, about):
     return {**(schema if needed else nullable(schema)), "description": description}
 
 
-def _execute_fields(http):
+def _execute_fields():
     return {
         "code": {"description": "The cell: Python, with notebook syntax (`!cmd`, `%pip`, "
                                 "`%time`, ...)."},
@@ -183,7 +184,7 @@ def _execute_fields(http):
                                       f"({DEFAULT_OUTPUT_LIMIT} unless set)."},
         "wait": {"default": True, "description": "false: answer 202 at once and run the cell "
                                                  "without holding the connection."},
-        "format": {"enum": list(http.FORMATS), "default": "json",
+        "format": {"enum": list(FORMATS), "default": "json",
                    "description": "text: the reply is the outputs as one concise text for a "
                                   "model (so is an `Accept: text/plain` request)."},
     }
@@ -318,11 +319,11 @@ def body(name):
     return {"required": True, "content": {"application/json": {"schema": ref(name)}}}
 
 
-def _paths(http):
+def _paths():
     state = [path_name("name", "the state's name")]
     execution = [path_name("exec_id", "the execution's id")]
     return {
-        "/execute": {"post": _execute(http)},
+        "/execute": {"post": _execute()},
         "/executions": {"get": operation(
             "list_executions", "executions", "List running executions, and finished ones "
             "still kept (latest first).", json_reply("Summaries.", ref("ExecutionList")))},
@@ -332,9 +333,9 @@ def _paths(http):
             json_reply("The execution.", ref("Execution")), "404",
             parameters=execution + [query("wait", "seconds to wait for the reply",
                                           {"type": "number", "minimum": 0,
-                                           "maximum": http.MAX_POLL})],
+                                           "maximum": MAX_POLL})],
             description="A waiting request counts towards --max-running (503 past it).")},
-        "/executions/{exec_id}/output": {"get": _read_output(http, execution)},
+        "/executions/{exec_id}/output": {"get": _read_output(execution)},
         "/interrupt": {"post": operation(
             "interrupt", "executions", "Interrupt a running execution: KeyboardInterrupt in "
             "its code; it stores no state, its checkpoints stay.",
@@ -361,7 +362,7 @@ def _paths(http):
     }
 
 
-def _execute(http):
+def _execute():
     text = {"schema": {**TEXT, "description": "with format text or Accept: text/plain: the "
                                               "outputs as one concise text, names in headers"}}
     reply = json_reply("The reply, whether or not the cell raised.", ref("ExecutionReply"),
@@ -400,7 +401,7 @@ def links_to_state():
             "delete_state": {"operationId": "delete_state", "parameters": {"name": name}}}
 
 
-def _read_output(http, execution):
+def _read_output(execution):
     return operation(
         "read_output", "executions", "Page through the whole text of an execution's stdout "
         "or stderr, which its reply may show only part of.",
@@ -408,7 +409,7 @@ def _read_output(http, execution):
         parameters=execution + [
             query("stream", "the stream", {"enum": list(STREAMS), "default": "stdout"}),
             query("offset", "the first character", {"type": "integer", "minimum": 0,
-                                                    "maximum": http.MAX_OFFSET, "default": 0}),
+                                                    "maximum": MAX_OFFSET, "default": 0}),
             query("limit", "characters at most (0: the default)",
-                  {"type": "integer", "minimum": 0, "maximum": http.MAX_PAGE,
-                   "default": http.DEFAULT_PAGE})])
+                  {"type": "integer", "minimum": 0, "maximum": MAX_PAGE,
+                   "default": DEFAULT_PAGE})])

@@ -23,8 +23,8 @@ import itertools
 
 import numpy as np
 
-from . import cow
-from .copier import ATOMIC, Pending, register, register_same, register_unpinned
+from ..states import cow
+from ..copying.dispatch import ATOMIC, Pending, register, register_same, register_unpinned
 
 try:  # numpy >= 2
     from numpy.lib._stride_tricks_impl import DummyArray as _StridedBase

@@ -1,7 +1,7 @@
 """What the MCP tools run on: a kernel in this process, or a snapshot-kernel server.
 
 Both backends have the same blocking methods and return the dicts of the HTTP
-API (``start`` returns the exec_id), so the tool layer (``mcp_server``) is one
+API (``start`` returns the exec_id), so the tool layer (``server``) is one
 piece of code. Whatever either refuses is a ``BackendError`` whose message says
 what to do. Standard library only: the server is reached with ``urllib``.
 """
@@ -13,7 +13,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from .errors import KernelError
+from ..errors import KernelError
 
 MAX_POLL = 60.0  # seconds the server lets one GET /executions/<id>?wait= wait
 SLACK = 30.0     # seconds a request to the server may take beyond what it waits for

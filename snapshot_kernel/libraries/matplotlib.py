@@ -18,7 +18,7 @@ its attributes as they are: the copier keeps shared sets shared.
 from matplotlib.cbook import Grouper
 from matplotlib.figure import Figure
 
-from .copier import register
+from ..copying.dispatch import register
 
 
 def copy_figure(copier, figure):

@@ -23,7 +23,7 @@ from its blob in a few pages, its ``overlay``: the pages a cell changed.
 
 ``Buffers.probe`` checks that memfd, seals, private and fixed mappings, and
 pagemap work here; where they don't, the kernel copies arrays as before, with
-the same semantics. Knows nothing of numpy: ``numpy_support`` builds arrays.
+the same semantics. Knows nothing of numpy: ``libraries.numpy`` builds arrays.
 """
 
 import ctypes

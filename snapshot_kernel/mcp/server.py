@@ -1,7 +1,7 @@
 """The kernel as MCP tools, over stdio or streamable HTTP: ``snapshot-kernel mcp``.
 
 The only module that imports the ``mcp`` SDK (the ``mcp`` extra, Python 3.10 or
-later). Each tool calls a backend (``mcp_backends``: a kernel in this process or
+later). Each tool calls a backend (``backends``: a kernel in this process or
 a server over HTTP) in a worker thread, and answers with text content for the
 model (the concise rendering of the outputs and a line naming the exec_id and
 the state), PNG and JPEG images as image content, the HTTP API's JSON as
@@ -24,9 +24,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field
 
-from . import mcp_text
-from .mcp_backends import BackendError
-from .render import render_text
+from . import text as mcp_text
+from .backends import BackendError
+from ..render import render_text
 
 PROGRESS_INTERVAL = 1.0  # seconds between progress notifications while a cell runs
 MAX_WAIT = 600.0         # seconds get_execution may wait
@@ -80,7 +80,7 @@ NAME = "a state's name: printable, at most 128 characters, no '/'"
 
 
 def create_server(backend):
-    """An MCP server whose tools run on ``backend`` (see ``mcp_backends``)."""
+    """An MCP server whose tools run on ``backend`` (see ``backends``)."""
     server = MCPServer("snapshot-kernel", instructions=INSTRUCTIONS, log_level="WARNING")
     tools = Tools(backend)
     annotations = {"list_states": READ_ONLY, "get_state": READ_ONLY,

@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
 
-from .cell import code_tree
-from .copier import ATOMIC, STORED_GLOBALS, copy_names, reading
-from .covariables import sizeof
+from ..cell import code_tree
+from ..copying.copier import copy_names
+from ..copying.dispatch import ATOMIC
+from ..copying.stored import STORED_GLOBALS, reading
+from ..copying.covariables import sizeof
 
 TOUCHED, WHOLE = "touched", "whole"  # copy modes: see Working.open
 MAX_DEPTH = 16  # a Namespace over more layers than this is flattened

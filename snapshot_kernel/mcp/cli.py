@@ -16,11 +16,11 @@ import importlib.util
 import os
 import sys
 
-from . import cli
-from . import kernel as k
-from .mcp_backends import BackendError, HttpBackend, KernelBackend
-from .server import exit_now
-from .store import StoreError
+from .. import cli
+from .. import kernel as k
+from .backends import BackendError, HttpBackend, KernelBackend
+from ..web.server import exit_now
+from ..states.store import StoreError
 
 DEFAULT_BIND = "127.0.0.1:8000"
 INSTALL = "pip install 'snapshot-kernel[mcp]' (Python 3.10 or later)"
@@ -93,7 +93,7 @@ def main(argv):
     missing = sdk_missing()
     if missing is not None:
         sys.exit(f"snapshot-kernel mcp: {missing}")
-    from . import mcp_server  # imports the SDK: only now that it is known to be there
+    from . import server as mcp_server  # imports the SDK: only now that it is known to be there
 
     listener = _listen(mcp_server, args.bind) if args.transport == "http" else None
     backend = _backend(args)

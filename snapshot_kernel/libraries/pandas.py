@@ -25,8 +25,8 @@ from pandas.api.extensions import ExtensionArray
 from pandas.core.generic import NDFrame
 from pandas.core.internals.managers import BaseBlockManager
 
-from .copier import register
-from .covariables import count_shallow
+from ..copying.dispatch import register
+from ..copying.covariables import count_shallow
 
 
 def copy_by_reduce(copier, obj):

@@ -16,7 +16,7 @@ import json
 import threading
 
 from . import capture as _capture
-from .cell import call_user, drop_tracebacks, safe_repr, truncate
+from ..cell import call_user, drop_tracebacks, safe_repr, truncate
 
 _REPR_METHODS = (
     ("text/html", "_repr_html_"), ("text/markdown", "_repr_markdown_"),

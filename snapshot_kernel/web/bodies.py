@@ -13,6 +13,18 @@ MAX_JSON_DEPTH = 32  # request bodies are flat objects; this only has to stop a 
 # The JSON types a field accepts, as Python types (a field table: name -> (types, required)).
 TEXT, NUMBER, WHOLE, BOOL = (str,), (int, float), (int,), (bool,)
 
+# Request fields: name -> (JSON types accepted, required).
+EXECUTE_FIELDS = {"code": (TEXT, True), "state_name": (TEXT, True),
+                  "exec_id": (TEXT, False), "new_state_name": (TEXT, False),
+                  "timeout": (NUMBER, False), "max_output": (WHOLE, False),
+                  "wait": (BOOL, False), "format": (TEXT, False)}
+INTERRUPT_FIELDS = {"exec_id": (TEXT, True)}
+FORMATS = ("json", "text")
+MAX_POLL = 60.0   # seconds ?wait= may hold a request
+MAX_OFFSET = 10 ** 12   # the largest ?offset=
+DEFAULT_PAGE = 100_000  # characters of full output a page holds unless ?limit= says
+MAX_PAGE = 10 ** 7      # characters ?limit= may ask for
+
 
 class BadRequest(Exception):
     """What the client sent cannot be served: ``status`` and ``str()`` say why."""

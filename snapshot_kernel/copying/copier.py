@@ -32,29 +32,16 @@ import threading
 import types
 import weakref
 
-from .dispatch import (LIBRARY_SUPPORT, UNPINNED, handler_for, is_dunder,  # noqa: F401
-                       register, register_same, register_unpinned,
-                       same_contents)  # (re-exported for handlers)
-from .stored import STORED_GLOBALS, StoredNamespace, reading  # noqa: F401
+from . import handlers
+from .dispatch import ATOMIC, UNPINNED, Pending, Uncopyable, handler_for, same_contents
 from .covariables import CoVariables
 from .reducing import Reducing
 
-ATOMIC = frozenset({
-    type(None), int, float, bool, complex, str, bytes, range, type(Ellipsis),
-    type(NotImplemented), types.CodeType, types.ModuleType,
-    types.WrapperDescriptorType, types.MethodDescriptorType,
-    types.GetSetDescriptorType, types.MemberDescriptorType,
-    types.ClassMethodDescriptorType,
-})
 # These deep-copy "successfully" into something that no longer works.
 _LIVE_TYPES = (threading.Thread,)
 _MISS = object()
 _INLINE_DEPTH = 32  # ``attempt`` copies elements recursively up to this depth
 _CONTAINERS = (list, dict, tuple, type)  # a failed element or class attribute is shared alone
-
-
-class Uncopyable(Exception):
-    """A value could not be deep-copied."""
 
 
 # -- copying names ---------------------------------------------------------------------
@@ -115,15 +102,6 @@ class ChangedWhileCopied(RuntimeError):
     """Another thread changed a value while it was being copied."""
 
 
-class Pending:
-    """An element whose copy has begun and needs the walk: yield it."""
-
-    __slots__ = ("obj", "work", "mark")
-
-    def __init__(self, obj, work, mark):
-        self.obj, self.work, self.mark = obj, work, mark
-
-
 class Memo(dict):
     """The memo: id of an original -> its copy. ``get`` is what ``copy.deepcopy``
     calls from foreign ``__deepcopy__`` methods; it reports the hit, so names
@@ -164,7 +142,7 @@ class Copier(Reducing):
         self.label = None
         self.inside_object = 0  # > 0 while copying an object's reduce args and state
         self._depth = 0  # of ``attempt`` calls inside one another
-        self.detach_arrays = 0  # > 0 inside pandas' block managers: see pandas_support
+        self.detach_arrays = 0  # > 0 inside pandas' block managers: see libraries/pandas.py
         self.made_classes = set()  # ids of the classes this copy made
         self.covariables = CoVariables() if track else None
 
@@ -379,8 +357,7 @@ class Copier(Reducing):
     def _copy_class(self, cls):
         if cls.__module__ != "__main__":
             return cls  # defined by a module: shared with it
-        from .handlers import copy_cell_class
-        return copy_cell_class(self, cls)
+        return handlers.copy_cell_class(self, cls)
 
 def _fail_if_changing(exc, name):
     """A container that changed size while it was iterated is not uncopyable: it is
@@ -395,5 +372,3 @@ def _fail_if_changing(exc, name):
 def _uncopyable(exc):
     return Uncopyable(f"cannot be deep-copied: {type(exc).__name__}: {exc}")
 
-
-from . import handlers  # noqa: E402,F401  (registers the standard handlers; imports this module)

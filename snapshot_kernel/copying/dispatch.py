@@ -6,17 +6,42 @@ module of their library, imported the first time a type of that library is
 met (``LIBRARY_SUPPORT``), so numpy, pandas and matplotlib stay optional.
 """
 
+import importlib
 import threading
+import types
 
 _MISS = object()
+
+# Copied as themselves: immutable, or (modules, descriptors) shared by design.
+ATOMIC = frozenset({
+    type(None), int, float, bool, complex, str, bytes, range, type(Ellipsis),
+    type(NotImplemented), types.CodeType, types.ModuleType,
+    types.WrapperDescriptorType, types.MethodDescriptorType,
+    types.GetSetDescriptorType, types.MemberDescriptorType,
+    types.ClassMethodDescriptorType,
+})
+
+
+class Uncopyable(Exception):
+    """A value could not be deep-copied."""
+
+
+class Pending:
+    """An element whose copy has begun and needs the walk: yield it."""
+
+    __slots__ = ("obj", "work", "mark")
+
+    def __init__(self, obj, work, mark):
+        self.obj, self.work, self.mark = obj, work, mark
+
 
 _exact = {}          # type -> handler(copier, obj), for that type only
 _inherited = {}      # type -> handler, for it and its subclasses
 _resolved = {}       # cache of library types' handlers (None: the default path)
 _registry_lock = threading.Lock()
-# Support modules, imported the first time a type of their library is met.
-LIBRARY_SUPPORT = {"numpy": "numpy_support", "pandas": "pandas_support",
-                   "matplotlib": "matplotlib_support"}
+# Libraries with a support module (``snapshot_kernel.libraries.<name>``), imported the
+# first time a type of that library is met.
+LIBRARY_SUPPORT = frozenset({"numpy", "pandas", "matplotlib"})
 _loaded = set()
 
 
@@ -53,10 +78,10 @@ def _load_support(cls):
         module = getattr(base, "__module__", None)
         if not isinstance(module, str):  # Cython 3.1's function type has a descriptor there
             continue
-        module = LIBRARY_SUPPORT.get(module.partition(".")[0])
-        if module is not None and module not in _loaded:
-            _loaded.add(module)
-            __import__(f"{__package__}.{module}")
+        library = module.partition(".")[0]
+        if library in LIBRARY_SUPPORT and library not in _loaded:
+            _loaded.add(library)
+            importlib.import_module(f"..libraries.{library}", __package__)
 
 
 def same_contents(new, origin):

@@ -32,7 +32,7 @@ import types
 import weakref
 
 from . import cow
-from .copier import STORED_GLOBALS, StoredNamespace
+from ..copying.stored import STORED_GLOBALS, StoredNamespace
 
 FORMAT = f"snapshot-kernel-1 cpython-{sys.version_info[0]}.{sys.version_info[1]}"
 _COPYABLE_METACLASSES = (type, abc.ABCMeta)
@@ -88,8 +88,18 @@ def _array_id(numpy, arr):
     return None
 
 
+# Where modules a state directory's pickles may name lived before the package had folders.
+_MOVED = {"snapshot_kernel.persist": __name__,
+          "snapshot_kernel.cow": "snapshot_kernel.states.cow",
+          "snapshot_kernel.stored": "snapshot_kernel.copying.stored",
+          "snapshot_kernel.handlers": "snapshot_kernel.copying.handlers"}
+
+
 class Unpickler(pickle.Unpickler):
     """Loads what ``Pickler`` wrote; blobs are opened in ``directory``."""
+
+    def find_class(self, module, name):
+        return super().find_class(_MOVED.get(module, module), name)
 
     def __init__(self, file, directory):
         super().__init__(file)
@@ -249,7 +259,7 @@ def _reduce_class(cls):
 def _make_class(meta, name, bases, init):
     """The class, without running again an ``__init_subclass__`` a cell defined: it ran
     when the class was first made (a library's runs, as in a fresh process)."""
-    from .handlers import _quiet_class
+    from ..copying.handlers import _quiet_class
     cells_classes = {id(klass) for base in bases for klass in base.__mro__
                      if klass.__module__ == "__main__"}
     return _quiet_class(meta, name, bases, init, cells_classes)

@@ -3,7 +3,7 @@
 Each handler takes ``(copier, obj)`` and returns the copy, or a generator
 that yields the objects it needs copied, is sent their copies, and returns
 the new object (see ``Copier._walk`` for what happens when a part fails).
-Library handlers live in their own modules (``numpy_support`` and others).
+Library handlers live in their own modules (``snapshot_kernel.libraries``).
 """
 
 import abc
@@ -13,7 +13,8 @@ import itertools
 import types
 import weakref
 
-from .copier import ATOMIC, Pending, StoredNamespace, Uncopyable, is_dunder, register
+from .dispatch import ATOMIC, Pending, Uncopyable, is_dunder, register
+from .stored import StoredNamespace
 
 _COPYABLE_METACLASSES = (type, abc.ABCMeta)
 # Class attributes that hold functions, which must be rebound even under dunder names.

@@ -1,0 +1,2 @@
+"""Where states live: namespace layers (``storage``), copy-on-write buffers (``cow``),
+and the state directory of ``--state-dir`` (``store``, ``persist``)."""
