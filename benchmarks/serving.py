@@ -1,7 +1,7 @@
 """Two servers on loopback, served the same way, and a keep-alive client for them.
 
 Both run Cheroot on 127.0.0.1:0 in a daemon thread of this process, built by
-``snapshot_kernel.server.make_server``: the snapshot kernel's app, and a bare
+``snapshot_kernel.web.server.make_server``: the snapshot kernel's app, and a bare
 Bottle app whose POST /execute only reads its body. Only the app differs.
 """
 

@@ -16,7 +16,7 @@ Builtin-heavy code. A cell defines a pure-Python loop calling ``len``,
 ``range`` and ``isinstance``, and times it against the same source run by a
 plain ``exec`` in a fresh namespace with the real builtins, inside the same
 cell, so in the same process. On a small state both should run alike; on a
-large one (lazy copying) README promises at most about 1.5x.
+large one (lazy copying) docs/benchmarks.md promises at most about 1.5x.
 """
 
 import argparse
@@ -139,7 +139,7 @@ def print_sizes(rows):
 def print_loops(rows):
     heading("builtin-heavy loop", f"`builtin_heavy` over {LOOP_ITEMS:,} ints, best of "
                     f"{LOOP_REPEATS}: in the cell against a plain exec in the same process; "
-                    f"README promises <= {LOOP_TARGET:g}x")
+                    f"docs/benchmarks.md promises <= {LOOP_TARGET:g}x")
     print(f"   {'state':28} {'approx_bytes':>12} {'cell ms':>9} {'exec ms':>9} {'ratio':>6}")
     for label, size, in_cell, in_exec in rows:
         ratio = in_cell / in_exec

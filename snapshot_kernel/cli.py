@@ -1,6 +1,6 @@
 """The command line: ``snapshot-kernel [--bind HOST:PORT] [--token SECRET] ...``.
 
-Every flag, its default and what it bounds; README's flags table follows it.
+Every flag, its default and what it bounds; docs/server.md's flags table follows it.
 """
 
 import argparse

@@ -143,7 +143,7 @@ def run_notebook(kernel, cells):
 # -- comparing ------------------------------------------------------------------------------------
 
 # Cells known to differ, by notebook and cell source (docstrings number their cells
-# differently from one library version to the next), each for a reason README
+# differently from one library version to the next), each for a reason docs/promises.md
 # "Limitations" or "What a state promises" gives, but two: one not explained, and one
 # example whose output is undefined (it reads past an array); some in one copy mode only.
 # They run, and are counted in the summary by reason, with those that showed the same.

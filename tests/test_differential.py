@@ -467,7 +467,7 @@ class CellWriter:
 
 class DataCellWriter(CellWriter):
     """Also writes cells with numpy arrays (views, object arrays) and pandas objects
-    (object columns, shared indexes). Views of object arrays are left out: README
+    (object columns, shared indexes). Views of object arrays are left out: docs/promises.md
     says they become arrays of their own."""
 
     def __init__(self, rng):

@@ -1,4 +1,4 @@
-"""numpy, pandas and matplotlib objects keep every promise of README "What a state promises".
+"""numpy, pandas and matplotlib objects keep every promise of docs/promises.md.
 
 Each scenario is a list of cells. The kernel runs each cell on the state the
 previous one stored; plain Python runs the same cells in one namespace (the
@@ -119,7 +119,7 @@ def test_a_branch_changing_an_object_array_item_leaves_the_parent_alone(kernel):
 def test_an_array_from_an_earlier_cell_resizes_in_place(mode):
     # The kernel held a reference to every copy it made, and ndarray.resize refuses
     # while anything but the code's own name refers to the array. (Arrays kept
-    # copy-on-write cannot resize at all: README "Limitations"; these are small.)
+    # copy-on-write cannot resize at all: docs/promises.md "Limitations"; these are small.)
     kernel = SnapshotKernel(copy_mode=mode)
     parent = ok(kernel, "import numpy as np\na = np.arange(3)")["state_name"]
     assert printed(kernel, "a.resize(5)\nprint(a)", parent) == "[0 1 2 0 0]\n"
