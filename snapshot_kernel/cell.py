@@ -8,6 +8,7 @@ frames are dropped from tracebacks.
 
 import ast
 import contextlib
+import inspect
 import io
 import itertools
 import linecache
@@ -140,15 +141,18 @@ def compile_cell(code, filename):
 def _compile(code, filename):
     if "\n" not in code.strip():
         try:  # one line that is one expression: the common `df.head()` needs no AST
-            return None, compile(code, filename, "eval")
+            return None, compile(code, filename, "eval", _AWAIT)
         except SyntaxError:  # a statement, or a trailing `;`: the general path says which
             pass
-    tree = ast.parse(code, filename, "exec")
+    tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST | _AWAIT)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr) and not _ends_with_semicolon(code):
         last = ast.Expression(tree.body.pop().value)
-    body = compile(tree, filename, "exec") if tree.body else None
-    return body, (compile(last, filename, "eval") if last is not None else None)
+    body = compile(tree, filename, "exec", _AWAIT) if tree.body else None
+    return body, (compile(last, filename, "eval", _AWAIT) if last is not None else None)
+
+
+_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT  # as IPython's autoawait: `await` at the top level
 
 
 def _ends_with_semicolon(code):
@@ -165,10 +169,24 @@ def _ends_with_semicolon(code):
 
 
 def run_code(body, last, namespace):
-    """Execute a compiled cell in ``namespace``; return the last expression's value."""
+    """Execute a compiled cell in ``namespace``; return the last expression's value.
+    A cell with top-level ``await`` runs in an event loop of its own, as
+    ``asyncio.run`` runs one, and so does its last expression if it awaits."""
     if body is not None:
-        exec(body, namespace)
-    return eval(last, namespace) if last is not None else None
+        if body.co_flags & inspect.CO_COROUTINE:
+            _await(eval(body, namespace))
+        else:
+            exec(body, namespace)
+    if last is None:
+        return None
+    if last.co_flags & inspect.CO_COROUTINE:
+        return _await(eval(last, namespace))
+    return eval(last, namespace)
+
+
+def _await(coroutine):
+    import asyncio  # only cells that await pay for importing it
+    return asyncio.run(coroutine)
 
 
 def error_dict(exc):
@@ -249,6 +267,9 @@ _SHORT_REPR = _short_repr()
 _BUILTIN_CONTAINERS = (list, tuple, dict, set, frozenset, str, bytes)
 
 
+REPR_FAILED = "<repr failed: "
+
+
 def safe_repr(value, limit):
     """``repr(value)`` cut to ``limit`` characters (head and tail); never raises.
 
@@ -260,7 +281,7 @@ def safe_repr(value, limit):
         render = _SHORT_REPR.repr
     text, exc = call_user(render, value)
     if exc is not None:
-        text = f"<repr failed: {_plain_text(type(exc).__name__, '?')}>"
+        text = f"{REPR_FAILED}{_plain_text(type(exc).__name__, '?')}>"
         drop_tracebacks(exc)
     text = _plain_text(text, "<repr returned something other than a str>")
     return truncate(text, limit)

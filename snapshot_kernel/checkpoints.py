@@ -13,6 +13,7 @@ only reports a hint (``GET /executions`` shows the latest).
 """
 
 import builtins
+import contextvars
 
 from .runtime import capture
 from .errors import StateExists, check_name
@@ -66,6 +67,7 @@ class Checkpointing:
         if run.working is None:
             raise RuntimeError("checkpoint() can only store a cell's globals while it runs")
         changes = run.working.commit()  # before taking the lock: copying runs user code
+        process = self._process(run.source).after(contextvars.copy_context())
         with self._lock:
             if run.generation != self._generation:
                 raise RuntimeError("the kernel was reset; checkpoints are not stored")
@@ -73,7 +75,8 @@ class Checkpointing:
             check_name(name, "checkpoint name")
             if name in self._states or name in self._reserved:
                 raise StateExists(f"state {name!r} already exists; name the checkpoint otherwise")
-            state = self._child(name, run, changes, checkpoint=True, progress=run.progress)
+            state = self._child(name, run, changes, process, checkpoint=True,
+                                progress=run.progress)
             self._reserved[name] = run
         listed = {"state_name": name, "progress": run.progress, "timestamp": state.timestamp}
         saved = False

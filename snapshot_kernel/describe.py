@@ -17,11 +17,14 @@ from .states.storage import GONE
 BUDGET = 10.0  # seconds the reprs of one state may take before the reply goes without them
 
 
-def describe_state(state, repr_limit, threads, budget=BUDGET):
-    """The dict GET /states/<name> answers for ``state``."""
+def describe_state(state, repr_limit, threads, budget=BUDGET, as_cell=None):
+    """The dict GET /states/<name> answers for ``state``. ``as_cell(fn, retry)`` runs
+    ``fn()`` as a cell of the state would run (its settings, ``__main__``);
+    ``retry(key)`` gives a repr failed on the stored object another chance, on a
+    working copy whose functions read the state's globals as a cell's do."""
     entries = {cell.plain_name(key): entry for key, entry in state.names.entries().items()
                if isinstance(key, str) and not is_dunder(cell.plain_name(key))}
-    variables = _variables(state, entries, repr_limit, threads, budget)
+    variables = _variables(state, entries, repr_limit, threads, budget, as_cell)
     shared = {key: entry.shared for key, entry in entries.items() if entry.shared}
     lost = {key: entry.lost for key, entry in entries.items() if entry.lost}
     for key in lost:
@@ -35,11 +38,11 @@ def describe_state(state, repr_limit, threads, budget=BUDGET):
     return described
 
 
-def _variables(state, entries, repr_limit, threads, budget):
+def _variables(state, entries, repr_limit, threads, budget, as_cell):
     done = threading.Event()
     described = {}
 
-    def describe_all():
+    def describe_all(retry=None):
         with reading(state.names):
             for key, entry in entries.items():
                 value, failed = cell.call_user(lambda: entry.value)
@@ -48,11 +51,14 @@ def _variables(state, entries, repr_limit, threads, budget):
                                                           f"{type(failed).__name__}>"}
                     cell.drop_tracebacks(failed)
                     continue
-                described[key] = {"type": cell.safe_type_name(value),
-                                  "repr": cell.safe_repr(value, repr_limit)}
+                text = cell.safe_repr(value, repr_limit)
+                if retry is not None and text.startswith(cell.REPR_FAILED):
+                    text = retry(key)
+                described[key] = {"type": cell.safe_type_name(value), "repr": text}
         done.set()
 
-    threads.submit(describe_all, f"snapshot-kernel describe {state.name}")
+    threads.submit((lambda: describe_all()) if as_cell is None else
+                   (lambda: as_cell(describe_all)), f"snapshot-kernel describe {state.name}")
     done.wait(budget)
     late = {"type": "?", "repr": f"<repr did not finish within {budget:g} s>"}
     return {key: dict(described.get(key, late)) for key in entries}

@@ -62,6 +62,7 @@ class Outcome:
 
     stored: Optional[dict] = None  # Working.commit()'s changes
     error: Optional[dict] = None
+    process: Optional[object] = None  # settings.Process: what the cell's thread ended with
 
 
 @dataclass
@@ -94,6 +95,7 @@ class Execution:
     reply: Optional[dict] = None
     source: object = None     # the State it runs on
     working: object = None    # its Working while the cell runs (checkpoints copy it out)
+    context: object = None    # the contextvars.Context its cell runs in, while it runs
     every_calls: int = 0      # calls of checkpoint_every so far
     client_gone: object = None  # for a cell run on its caller's thread: true once the caller left
     on_abandon: object = None   # ... and called with the reply if it is given up on (stuck)

@@ -17,6 +17,7 @@ it through ``on_abandon``.
 Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 """
 
+import builtins
 import contextvars
 import itertools
 import os
@@ -24,7 +25,7 @@ import sys
 import threading
 import traceback
 
-from .runtime import capture, display, interrupt, plots
+from .runtime import capture, display, interrupt, mainmodule, plots, settings
 from . import cell, checkpoints
 from .states import cow
 from .notebook import magics
@@ -64,8 +65,11 @@ class SnapshotKernel(Deadlines, Checkpointing):
         ``state_dir``, every state is saved there before it is announced, and the states
         found there are loaded (``store``); ``max_memory`` then bounds the bytes of
         stored objects kept in memory."""
-        for patch in (capture, interrupt, plots, display, checkpoints):
+        for patch in (capture, interrupt, plots, display, checkpoints, mainmodule):
             patch.install()
+        self._initial_process = None  # the server's settings, read when the first cell runs
+        self._initial_lock = threading.Lock()
+        self._gate = settings.Gate(None)
         self.timeout, self.grace = timeout, grace
         self.output_limit, self.image_limit = output_limit, image_limit
         self.full_output_limit = full_output_limit
@@ -78,7 +82,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
                         else cow.Buffers.probe(copy_on_write, blob_dir))
         self._threads = CellThreads()
         self._lock = threading.Lock()
-        self._states = {INITIAL: State(INITIAL, fresh_namespace(), None, "")}
+        self._states = {INITIAL: self._initial()}
         self._runs = Executions() if keep_results is None else Executions(keep_results)
         self._reserved = {}
         self._generation = 0
@@ -107,8 +111,37 @@ class SnapshotKernel(Deadlines, Checkpointing):
 
     def describe(self, name):
         """What GET /states/<name> answers: see ``describe.describe_state``."""
-        return describe_state(self._get(name), self.repr_limit, self._threads,
-                              self.describe_budget)
+        state = self._get(name)
+        return describe_state(state, self.repr_limit, self._threads, self.describe_budget,
+                              lambda describe: self._as_cell(state, describe))
+
+    def _as_cell(self, state, describe):
+        """Run ``describe(retry)`` as a cell of ``state`` would run: in its context with
+        its thread's settings, and its process-wide ones if no cell runs (a describe
+        never waits for cells)."""
+        process = self._process(state)
+        _, failed = cell.call_user(self._gate.apply_if_idle, process.shared)
+        if failed is not None:  # its working directory is gone, say: the reprs go on
+            cell.drop_tracebacks(failed)
+        process.new_context().run(self._describe_in_context, state, process, describe)
+
+    def _describe_in_context(self, state, process, describe):
+        process.enter_thread()
+        working = Working(state, TOUCHED, self.buffers)
+
+        def retry(key):  # only for a repr that failed: copying in costs
+            working.namespace["__builtins__"] = builtins
+            failed = cell.call_user(working.materialize, {key})[1]
+            if failed is not None:
+                cell.drop_tracebacks(failed)
+                return f"{cell.REPR_FAILED}{type(failed).__name__}>"
+            leave_main = mainmodule.running(working.namespace)
+            try:
+                return cell.safe_repr(working.namespace[key], self.repr_limit)
+            finally:
+                leave_main()
+
+        describe(retry)
 
     def delete(self, name):
         """Drop a state. Its children keep what they use of it; the rest is freed."""
@@ -136,7 +169,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
         An execution running across a reset stores nothing: its reply's error
         is ``KernelReset``, even if its cell finished.
         """
-        initial = State(INITIAL, fresh_namespace(), None, "")
+        initial = self._initial()
         with self._lock:
             self._generation += 1
             self._states = {INITIAL: initial}
@@ -146,6 +179,20 @@ class SnapshotKernel(Deadlines, Checkpointing):
         if self._store is not None:
             self._store.reset(initial)
         return [INITIAL]
+
+    def _initial(self):
+        return State(INITIAL, fresh_namespace(), None, "")
+
+    def _process(self, state):
+        """What ``state`` carries besides its namespace; for ``initial``, the server's
+        settings as the first cell found them (a host such as pytest changes its
+        environment between making a kernel and running a cell)."""
+        if state.process is not None:
+            return state.process
+        with self._initial_lock:  # not the kernel lock: reading them runs library code
+            if self._initial_process is None:
+                self._initial_process = settings.initial()
+            return self._initial_process
 
     def _get(self, name):
         with self._lock:
@@ -313,12 +360,38 @@ class SnapshotKernel(Deadlines, Checkpointing):
         self._finish(run, outcome)
 
     def _attempt(self, run):
-        with capture.capturing(run.capture), interrupt.interruptible():
-            self._arm(run)
-            try:
-                return self._run_cell(run)
-            finally:
-                self._disarm(run)
+        """Run the cell between the gate of process-wide settings, outside the window
+        an interrupt can land in: a cell waiting there is only flagged, and polls."""
+        before = self._process(run.source)
+        try:
+            alongside = self._gate.enter(before.shared, run)
+        except settings.ProcessSettingError as exc:
+            return Outcome(error=kernel_error("ProcessSettingError", str(exc)))
+        if alongside is None:  # interrupted (a request, its timeout) while it waited
+            return Outcome(error=interrupted_error())
+        run.context = before.new_context()
+        try:
+            with capture.capturing(run.capture), interrupt.interruptible():
+                self._arm(run)
+                try:
+                    outcome = self._run_cell(run)
+                finally:
+                    self._disarm(run)
+        finally:
+            after = self._leave_gate(run, before, alongside)
+        return outcome if outcome.error is not None else Outcome(outcome.stored, process=after)
+
+    def _leave_gate(self, run, before, alongside):
+        """What the cell's thread and process ended with; the gate learns it too."""
+        after = None
+        try:
+            after = before.after(run.context)
+        finally:  # even if the cell failed: the process holds what it left
+            others = self._gate.leave(None if after is None else after.shared)
+            run.context = None
+        if (alongside or others) and after.shared is not before.shared:
+            run.capture.add(_mixed_note(before.shared, after.shared))
+        return after
 
     def _run_cell(self, run):
         outcome, exc = cell.call_user(self._copy_run_copy, run)
@@ -337,15 +410,24 @@ class SnapshotKernel(Deadlines, Checkpointing):
                           provided=magics.CELL_BUILTINS if notebook else None)
         working.open(body, last)
         run.working = working  # for checkpoints
-        value = cell.run_code(body, last, working.namespace)
-        if value is not None:
-            data, metadata = display.bundle(value, run.output_limit, self.image_limit)
-            run.capture.add({"output_type": "execute_result", "data": data,
-                             "metadata": metadata})
-            working.namespace["_"] = value  # as IPython: the last result
-        del value
+        run.context.run(self._in_context, run, body, last)
         plots.flush(run.capture)  # before the commit: the figures it shows are closed
         return Outcome(stored=working.commit())
+
+    def _in_context(self, run, body, last):
+        """The cell itself, in its state's context, with ``__main__`` its namespace."""
+        self._process(run.source).enter_thread()
+        namespace = run.working.namespace
+        leave_main = mainmodule.running(namespace)
+        try:
+            value = cell.run_code(body, last, namespace)
+            if value is not None:
+                data, metadata = display.bundle(value, run.output_limit, self.image_limit)
+                run.capture.add({"output_type": "execute_result", "data": data,
+                                 "metadata": metadata})
+                namespace["_"] = value  # as IPython: the last result
+        finally:
+            leave_main()
 
     def _arm(self, run):
         with self._lock:
@@ -370,7 +452,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
             if outcome.error is None and not run.stuck:
                 name = run.new_state_name or self._auto_name()
                 self._reserved[name] = run
-                state = self._child(name, run, outcome.stored)
+                state = self._child(name, run, outcome.stored, outcome.process)
         lost = {}
         if self._store is not None:
             if state is not None:  # noted as ended in the transaction that saves its state
@@ -403,12 +485,14 @@ class SnapshotKernel(Deadlines, Checkpointing):
                                       f"state directory ({exc}); nothing was stored")
 
     @staticmethod
-    def _child(name, run, changes, **meta):
-        """The state that ``changes`` (from ``Working.commit``) make of the run's source."""
+    def _child(name, run, changes, process, **meta):
+        """The state that ``changes`` (from ``Working.commit``) and the settings
+        ``process`` make of the run's source."""
         parent = run.source
         names = Namespace(parent.names, changes) if changes else parent.names
         new_bytes, total_bytes = sizes(parent, changes)
-        return State(name, names, run.state_name, run.code, new_bytes, total_bytes, meta=meta)
+        return State(name, names, run.state_name, run.code, new_bytes, total_bytes, meta=meta,
+                     process=process or parent.process)
 
     def _auto_name(self):
         while True:
@@ -419,3 +503,13 @@ class SnapshotKernel(Deadlines, Checkpointing):
 
 def _thread_name(run):
     return f"snapshot-kernel cell {run.exec_id}"
+
+
+def _mixed_note(before, after):
+    """A stderr note: this cell changed process-wide settings while others ran."""
+    names = ", ".join(sorted(name for name in set(before) | set(after)
+                             if before.get(name) != after.get(name)))
+    return {"output_type": "stream", "name": "stderr",
+            "text": f"snapshot-kernel: this cell changed process-wide settings ({names}) "
+                    "while other cells were running; they may have seen the change. Run "
+                    "cells that change them alone to keep states exact.\n"}

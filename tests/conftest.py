@@ -8,10 +8,21 @@ import webtest
 import helpers
 
 from snapshot_kernel.kernel import SnapshotKernel
+from snapshot_kernel.runtime import settings
 from snapshot_kernel.states.storage import TOUCHED, WHOLE
 from snapshot_kernel.main import create_app
 
 TOKEN = "test-token"
+
+
+@pytest.fixture(autouse=True)
+def process_settings():
+    """Each test starts with the process's settings as pytest had them: cells leave the
+    process as their state has it (its working directory, say) until the next cell."""
+    before = settings.initial()
+    yield
+    settings.apply_shared(before.shared)
+    before.enter_thread()
 
 
 @pytest.fixture(params=[TOUCHED, WHOLE])

@@ -9,10 +9,11 @@ from the installed libraries with ``doctest.DocTestFinder``. Each docstring with
 ``>>>`` examples is one notebook, each example one cell, after a first cell
 with the imports the library's own doctests assume.
 
-Process-wide state that a kernel state does not hold (the global random
-generators, pandas options, matplotlib's rcParams and pyplot's figures) is
-reset by ``fresh_process`` before each run and reseeded by ``seed_cell``
-before each cell, the same way for the oracle and for the kernel.
+Process-wide state follows a kernel's states, and a plain run keeps it from cell to cell
+(one namespace, one ``contextvars`` context). What earlier notebooks left in the process
+(library settings, pyplot's figures) is reset by ``fresh_process`` before each run; the
+global random generators are reseeded before each cell by ``seed_cell`` in the plain run
+and by ``SEED_CELL``, a cell of its own, in the kernel.
 """
 
 import ast
@@ -237,6 +238,12 @@ def fresh_process():
                 put(_BASELINE[library])
 
 
+# What seed_cell does, as a cell: it binds no name, so the state is the same but for them.
+SEED_CELL = ("__import__('random').seed({number})\n"
+             "if 'numpy' in __import__('sys').modules:\n"
+             "    __import__('numpy').random.seed({number})")
+
+
 def seed_cell(number):
     """Seed the module-level generators, which every state shares, as cell ``number`` needs."""
     random.seed(number)
@@ -379,14 +386,15 @@ def show_figures(plt):
     plt.close("all")
 
 
-def run_in_context(code, number, namespace, run):
-    """Run cell ``number`` of plain run ``run`` (see ``expect``)."""
+def run_in_context(code, number, namespace, run, context):
+    """Run cell ``number`` of plain run ``run`` (see ``expect``) in ``context``, the
+    one context of its run, as one thread of a plain process carries it from cell to cell."""
     seed_cell(number)
     if not run:
-        return contextvars.Context().run(run_plain_cell, code, number, namespace)
+        return context.run(run_plain_cell, code, number, namespace)
     dirty_free_memory()
     with skewed_clocks(run):
-        return contextvars.Context().run(run_plain_cell, code, number, namespace)
+        return context.run(run_plain_cell, code, number, namespace)
 
 
 CLOCKS = ("time", "perf_counter", "monotonic", "process_time")
@@ -417,11 +425,11 @@ def skewed_clocks(run):
 
 
 def replay(cells, numbers, run):
-    """A fresh namespace after running ``cells[n] for n in numbers``."""
-    namespace = {"__name__": "__main__"}
+    """A fresh namespace and context after running ``cells[n] for n in numbers``."""
+    namespace, context = {"__name__": "__main__"}, contextvars.Context()
     for number in numbers:
-        run_in_context(cells[number], number, namespace, run)
-    return namespace
+        run_in_context(cells[number], number, namespace, run, context)
+    return namespace, context
 
 
 def run_plain(cells, run=0):
@@ -432,17 +440,17 @@ def run_plain(cells, run=0):
     that succeeded, because the kernel stores nothing for a failing cell.
     """
     fresh_process()
-    namespace = replay(cells, [], run)
+    namespace, context = replay(cells, [], run)
     seen, needs, succeeded = [], [], []
     for number, code in enumerate(cells):
-        outcome, error = run_in_context(code, number, namespace, run)
+        outcome, error = run_in_context(code, number, namespace, run, context)
         seen.append(outcome)
         needs.append(error and missing_resource(error))
         if error is None:
             succeeded.append(number)
         else:
             del error  # its traceback holds the namespace
-            namespace = replay(cells, succeeded, run)
+            namespace, context = replay(cells, succeeded, run)
     return seen, needs, namespace
 
 

@@ -120,8 +120,10 @@ def visible(reply):
 
 
 def execute(kernel, code, number, state, branch):
-    corpus.seed_cell(number)
-    reply = kernel.execute(code, state, new_state_name=f"cell-{number}{branch}",
+    seeded = f"seeded-{number}{branch}"  # the generators follow the state: seed it in a cell
+    assert kernel.execute(corpus.SEED_CELL.format(number=number), state,
+                          new_state_name=seeded)["error"] is None
+    reply = kernel.execute(code, seeded, new_state_name=f"cell-{number}{branch}",
                            timeout=CELL_TIMEOUT, max_output=MAX_OUTPUT)
     return Run(number, branch, visible(reply), reply["state_name"] is not None)
 

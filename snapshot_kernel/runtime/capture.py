@@ -320,11 +320,17 @@ def install():
             threading.Thread.start = _inheriting_start(threading.Thread.start)
 
 
+INHERITED = []  # hooks(thread) run as a thread starts, in the thread that starts it
+
+
 def _inheriting_start(start):
-    """Wrap Thread.start so a thread started by a cell writes to that cell's capture."""
+    """Wrap Thread.start so a thread started by a cell writes to that cell's capture
+    (and gets what the ``INHERITED`` hooks give it)."""
 
     def start_with_capture(self):
         setattr(self, _THREAD_ATTR, current_capture())
+        for hook in INHERITED:
+            hook(self)
         return start(self)
 
     start_with_capture._snapshot_kernel = True

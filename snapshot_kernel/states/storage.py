@@ -169,6 +169,7 @@ class State:
     total_bytes: int = 0  # bytes of all the objects it holds
     meta: dict = field(default_factory=dict)  # {"checkpoint": True, "progress": ...} if one
     created: float = field(default_factory=time.time)  # seconds since the epoch
+    process: Optional[object] = None  # runtime.settings.Process: settings and context
 
     @property
     def timestamp(self):

@@ -22,14 +22,17 @@ and loaded again on use (``GroupRecord``).
 import collections
 import contextlib
 import json
+import hashlib
 import os
 import pickle
 import sqlite3
 import threading
 
 from . import persist
+from ..runtime.settings import Process
 from .storage import DELETED, GONE, Entry, Group, Namespace, State
 
+_KEPT_SETTINGS_KEYS = 64  # ids of settings lately saved -> their hash, to pickle each once
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS layers (id INTEGER PRIMARY KEY, base INTEGER, changes BLOB);
@@ -42,6 +45,8 @@ CREATE TABLE IF NOT EXISTS blobs (name TEXT PRIMARY KEY, size INTEGER);
 CREATE TABLE IF NOT EXISTS states (name TEXT PRIMARY KEY, seq INTEGER, layer INTEGER,
     parent TEXT, code TEXT, created REAL, new_bytes INTEGER, total_bytes INTEGER, meta TEXT);
 CREATE TABLE IF NOT EXISTS running (exec_id TEXT PRIMARY KEY, summary TEXT);
+CREATE TABLE IF NOT EXISTS settings (hash TEXT PRIMARY KEY, data BLOB);
+CREATE TABLE IF NOT EXISTS state_settings (state TEXT PRIMARY KEY, hash TEXT);
 """
 
 
@@ -130,6 +135,7 @@ class Store:
         self._loaded = collections.OrderedDict()  # GroupRecord -> None, least recent first
         self._loaded_bytes = 0
         self._seq = 0
+        self._settings_keys = {}  # (id(shared), id(own)) -> (hash, shared, own)
         self._db = self._connect()
 
     # -- opening ---------------------------------------------------------------------------
@@ -198,9 +204,23 @@ class Store:
                        (state.name, self._seq, layer.layer_id, state.parent, state.code,
                         state.created, state.new_bytes, state.total_bytes,
                         json.dumps(state.meta)))
+            if state.process is not None:
+                self._insert_settings(db, state.name, state.process)
             if exec_id is not None:
                 _note_running(db, exec_id, summary)
         return lost
+
+    def _insert_settings(self, db, name, process):
+        """Note the settings ``process`` as state ``name``'s, each distinct set once."""
+        key = self._settings_keys.get((id(process.shared), id(process.own)))
+        if key is None or key[1] is not process.shared or key[2] is not process.own:
+            data = pickle.dumps(process.saved(), protocol=5)
+            key = (hashlib.sha1(data).hexdigest(), process.shared, process.own)
+            db.execute("INSERT OR IGNORE INTO settings VALUES (?, ?)", (key[0], data))
+            if len(self._settings_keys) >= _KEPT_SETTINGS_KEYS:
+                self._settings_keys.clear()
+            self._settings_keys[(id(process.shared), id(process.own))] = key
+        db.execute("INSERT OR REPLACE INTO state_settings VALUES (?, ?)", (name, key[0]))
 
     def _new_groups(self, layer):
         """The groups of the layer's own entries that have no record yet."""
@@ -244,6 +264,9 @@ class Store:
         entries in (``Namespace.absorb_base``); ``layer`` goes if nothing uses it."""
         with self._transaction() as db:
             db.execute("DELETE FROM states WHERE name = ?", (name,))
+            db.execute("DELETE FROM state_settings WHERE state = ?", (name,))
+            db.execute("DELETE FROM settings WHERE hash NOT IN "
+                       "(SELECT hash FROM state_settings)")
             layer_id = getattr(layer, "layer_id", None)
             if layer_id is None or db.execute("SELECT 1 FROM states WHERE layer = ?",
                                               (layer_id,)).fetchone():
@@ -297,7 +320,7 @@ class Store:
         """Forget every state; ``initial`` (a fresh one) is the only state left."""
         with self._transaction() as db:
             for table in ("states", "layers", "groups", "layer_groups", "group_blobs", "blobs",
-                          "running"):
+                          "running", "settings", "state_settings"):
                 db.execute(f"DELETE FROM {table}")
         self.sweep()
         self.save(initial)
@@ -328,10 +351,10 @@ class Store:
         for layer_id, base, data in self._db.execute(
                 "SELECT id, base, changes FROM layers ORDER BY id"):
             layers[layer_id] = self._layer(layer_id, layers.get(base), data, made)
-        states = {}
+        states, processes = {}, self._processes()
         for name, seq, layer_id, parent, code, created, new, total, meta in rows:
             states[name] = State(name, layers[layer_id], parent, code, new, total,
-                                 json.loads(meta), created)
+                                 json.loads(meta), created, processes.get(name))
             self._seq = seq
         ended = [json.loads(row[0]) for row in self._db.execute("SELECT summary FROM running")]
         with self._transaction() as db:
@@ -349,6 +372,14 @@ class Store:
         layer = Namespace(base, changes)
         layer.layer_id = layer_id
         return layer
+
+    def _processes(self):
+        """``{state name: Process}``; states whose settings are equal share one object."""
+        made = {}
+        for hash_, data in self._db.execute("SELECT hash, data FROM settings"):
+            made[hash_] = Process.loaded(pickle.loads(data))
+        return {name: made[hash_] for name, hash_ in
+                self._db.execute("SELECT state, hash FROM state_settings") if hash_ in made}
 
     def load_group(self, group_id):
         with self._lock:

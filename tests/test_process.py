@@ -1,0 +1,311 @@
+"""A state is the whole program: what a cell changes outside its namespace follows the state.
+
+The oracle is a fresh ``python`` process replaying a state's lineage cell by cell on its
+main thread (``replayed``). Each setting: a child sees its parent's, a sibling or the
+parent never sees a branch's, and a state run twice gives the same answer.
+"""
+
+import os
+import random
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from helpers import ok, printed
+
+np = pytest.importorskip("numpy")
+HOME = os.getcwd()  # where the tests (and so the kernels they make) start
+
+# (what a cell changes, a probe that prints it): each kind of setting that follows a state.
+SETTINGS = [
+    ("import os\nos.chdir(TMP)", "import os\nprint(os.getcwd())"),
+    ("import os\nos.environ['SK_PROBE'] = 'branch'",
+     "import os, subprocess\nprint(os.environ.get('SK_PROBE'), subprocess.run("
+     "'echo $SK_PROBE', shell=True, capture_output=True, text=True).stdout.strip())"),
+    ("import sys\nsys.path.insert(0, '/sk-probe')", "import sys\nprint('/sk-probe' in sys.path)"),
+    ("import random\nrandom.seed(42)", "import random\nprint(random.random())"),
+    ("import numpy as np\nnp.random.seed(0)", "import numpy as np\nprint(np.random.rand())"),
+    ("import numpy as np\nnp.set_printoptions(precision=2)",
+     "import numpy as np\nprint(np.array([1 / 3]))"),
+    ("import numpy as np\nnp.seterr(divide='ignore')",
+     "import numpy as np\nprint(np.geterr()['divide'])"),
+    ("import decimal\ndecimal.getcontext().prec = 4",
+     "import decimal\nprint(decimal.Decimal(1) / 3)"),
+    ("import warnings\nwarnings.simplefilter('error')",
+     "import warnings\nprint(warnings.filters[0][0])"),
+    ("import logging\nlogging.getLogger('sk.probe').setLevel(logging.ERROR)",
+     "import logging\nprint(logging.getLogger('sk.probe').level)"),
+    ("import sys\nsys.setrecursionlimit(4321)", "import sys\nprint(sys.getrecursionlimit())"),
+    ("import socket\nsocket.setdefaulttimeout(7.5)",
+     "import socket\nprint(socket.getdefaulttimeout())"),
+    ("import os\nos.umask(0o077)", "import os\nm = os.umask(0o022); os.umask(m); print(oct(m))"),
+    ("import pandas as pd\npd.set_option('display.max_rows', 7)",
+     "import pandas as pd\nprint(pd.get_option('display.max_rows'))"),
+    ("import matplotlib\nmatplotlib.rcParams['lines.linewidth'] = 9.0",
+     "import matplotlib\nprint(matplotlib.rcParams['lines.linewidth'])"),
+]
+IDS = [change.split("\n")[-1][:40] for change, _ in SETTINGS]
+
+
+def replayed(cells, cwd):
+    """What a fresh process prints running ``cells`` in order on its main thread."""
+    program = "import sys\n__ns = {'__name__': '__main__'}\nfor __c in sys.argv[1:]:\n" \
+              "    exec(compile(__c, '<cell>', 'exec'), __ns)\n"
+    done = subprocess.run([sys.executable, "-c", program, *cells], capture_output=True,
+                          text=True, cwd=cwd, timeout=120,
+                          env={**os.environ, "SK_PROBE": "server"})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture
+def tmp(tmp_path, monkeypatch):
+    """A directory for TMP, and a known SK_PROBE in the server's environment."""
+    monkeypatch.setenv("SK_PROBE", "server")
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("change, probe", SETTINGS, ids=IDS)
+def test_a_setting_follows_its_state_and_only_its_state(tmp, kernel, change, probe):
+    change = change.replace("TMP", repr(tmp))
+    ok(kernel, "pass", new_state_name="base")
+    in_base = printed(kernel, probe, "base")
+    ok(kernel, change, "base", new_state_name="branch")
+    in_branch = printed(kernel, probe, "branch")
+    assert printed(kernel, probe, "branch") == in_branch, "a state runs the same twice"
+    ok(kernel, "x = 1", "branch", new_state_name="child")
+    assert printed(kernel, probe, "child") == in_branch, "a child carries it"
+    assert printed(kernel, probe, "base") == in_base, "the parent never sees it"
+    assert in_branch == replayed(["pass", change, probe], HOME)
+
+
+def test_random_draws_of_a_state_are_the_same_every_time_and_siblings_do_not_move_them(kernel):
+    ok(kernel, "import random\nrandom.seed(7)", new_state_name="seeded")
+    first = printed(kernel, "print(random.random(), random.random())", "seeded")
+    ok(kernel, "[random.random() for _ in range(50)]", "seeded")  # a sibling draws
+    assert printed(kernel, "print(random.random(), random.random())", "seeded") == first
+    assert first == replayed(["import random\nrandom.seed(7)",
+                              "print(random.random(), random.random())"], HOME)
+
+
+def test_a_failed_cell_leaves_no_setting_behind(tmp, kernel):
+    ok(kernel, "import os\nos.environ['SK_PROBE'] = 'kept'", new_state_name="a")
+    reply = kernel.execute(f"os.chdir({tmp!r})\nos.environ['SK_PROBE'] = 'failed'\n1 / 0", "a")
+    assert reply["error"]["ename"] == "ZeroDivisionError"
+    assert printed(kernel, "print(os.getcwd(), os.environ['SK_PROBE'])", "a") == \
+        f"{HOME} kept\n"
+
+
+def test_cells_from_different_working_directories_never_mix(tmp, kernel):
+    """Two cells at once from states with other settings: one waits for the other."""
+    ok(kernel, f"import os, time\nos.chdir({tmp!r})", new_state_name="there")
+    ok(kernel, "import os, time", new_state_name="here")
+    probe = "seen = set()\nfor _ in range(40):\n    seen.add(os.getcwd())\n    time.sleep(0.005)\n" \
+            "print(sorted(seen))"
+    replies = {}
+    threads = [threading.Thread(target=lambda n=n: replies.update({n: kernel.execute(probe, n)}))
+               for n in ("there", "here", "there", "here")]
+    for each in threads:
+        each.start()
+    for each in threads:
+        each.join(60)
+    assert printed(kernel, "print(os.getcwd())", "there") == f"{tmp}\n"
+    assert [reply["error"] for reply in replies.values()] == [None, None]
+    assert replies["there"]["output"][0]["text"] == f"[{tmp!r}]\n"
+    assert replies["here"]["output"][0]["text"] == f"[{HOME!r}]\n"
+
+
+def test_context_variables_carry_from_cell_to_cell(kernel):
+    ok(kernel, "import contextvars\nmode = contextvars.ContextVar('mode', default='off')\n"
+               "mode.set('on')", new_state_name="a")
+    ok(kernel, "mode.set(mode.get() + '!')", "a", new_state_name="b")
+    assert printed(kernel, "print(mode.get())", "b") == "on!\n"
+    assert printed(kernel, "print(mode.get())", "a") == "on\n"
+
+
+def test_a_cell_defined_class_pickles_through_main(kernel):
+    ok(kernel, "import pickle\nclass Point:\n    def __init__(self, x):\n        self.x = x\n"
+               "def double(v):\n    return 2 * v", new_state_name="defs")
+    assert printed(kernel, "print(pickle.loads(pickle.dumps(Point(3))).x, "
+                           "pickle.loads(pickle.dumps(double))(4))", "defs") == "3 8\n"
+    assert printed(kernel, "import __main__\nprint(__main__.Point is Point, 'double' in "
+                           "vars(__main__))", "defs") == "True True\n"
+
+
+@pytest.mark.parametrize("pool", [
+    "import multiprocessing\nwith multiprocessing.get_context('fork').Pool(2) as p:\n"
+    "    print(p.map(double, range(4)))",
+    "import concurrent.futures, multiprocessing\nwith concurrent.futures.ProcessPoolExecutor("
+    "2, mp_context=multiprocessing.get_context('fork')) as p:\n    print(list(p.map(double, range(4))))",
+])
+def test_process_pools_run_cell_defined_functions(kernel, pool):
+    ok(kernel, "import warnings\nwarnings.simplefilter('ignore', DeprecationWarning)\n"
+               "def double(v):\n    return 2 * v", new_state_name="defs")
+    assert printed(kernel, pool, "defs") == "[0, 2, 4, 6]\n"
+
+
+def test_joblib_runs_cell_defined_functions(kernel):
+    pytest.importorskip("joblib")
+    ok(kernel, "def double(v):\n    return 2 * v", new_state_name="defs")
+    assert printed(kernel, "from joblib import Parallel, delayed\nprint(Parallel(2)("
+                           "delayed(double)(i) for i in range(4)))", "defs") == "[0, 2, 4, 6]\n"
+
+
+def test_top_level_await(kernel):
+    reply = ok(kernel, "import asyncio\nasync def answer():\n    await asyncio.sleep(0.01)\n"
+                       "    return 42\nvalue = await answer()\nawait answer() + 1",
+               new_state_name="awaited")
+    assert reply["output"][-1]["data"]["text/plain"] == "43"
+    assert printed(kernel, "print(value)", "awaited") == "42\n"
+
+
+def test_settings_survive_a_restart(tmp_path, tmp):
+    from snapshot_kernel.kernel import SnapshotKernel
+    state_dir = str(tmp_path / "states")
+    first = SnapshotKernel(state_dir=state_dir)
+    ok(first, f"import os, random, decimal\nos.chdir({tmp!r})\nrandom.seed(3)\n"
+              "decimal.getcontext().prec = 3", new_state_name="set")
+    probe = "print(os.getcwd(), random.random(), decimal.Decimal(1) / 7)"
+    before = printed(first, probe, "set")
+    assert printed(SnapshotKernel(state_dir=state_dir), probe, "set") == before
+    assert before == replayed([f"import os, random, decimal\nos.chdir({tmp!r})\nrandom.seed(3)\n"
+                               "decimal.getcontext().prec = 3", probe], HOME)
+
+
+# -- differential: random trees of cells that change settings -----------------------------
+
+CHANGES = [
+    "os.chdir(DIRS[{i} % 3])",
+    "os.environ['SK_PROBE'] = 'v{i}'",
+    "os.environ.pop('SK_PROBE', None)",
+    "sys.path.append('/sk-{i}')",
+    "random.seed({i})",
+    "random.random()",
+    "np.random.seed({i})",
+    "np.random.rand()",
+    "decimal.getcontext().prec = {i} + 2",
+    "np.set_printoptions(precision={i} % 5 + 1)",
+    "warnings.simplefilter(['error', 'ignore', 'always'][{i} % 3], UserWarning)",
+    "logging.getLogger('sk').setLevel(10 * ({i} % 5))",
+    "sys.setrecursionlimit(2000 + {i})",
+]
+PROBE = ("print(os.getcwd(), os.environ.get('SK_PROBE'), [p for p in sys.path if p.startswith("
+         "'/sk-')], random.random(), np.random.rand(), decimal.Decimal(1) / 7, "
+         "np.array([1 / 3]), [f[0] for f in warnings.filters if f[2] is UserWarning][:1], logging.getLogger('sk').level, "
+         "sys.getrecursionlimit())")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_state_equals_a_fresh_process_replaying_its_lineage(tmp, kernel, seed):
+    rng = random.Random(seed)
+    dirs = [os.path.join(tmp, f"d{i}") for i in range(3)]
+    for each in dirs:
+        os.makedirs(each)
+    setup = (f"import os, sys, random, decimal, warnings, logging\nimport numpy as np\n"
+             f"DIRS = {dirs!r}\nrandom.seed(1234)\nnp.random.seed(1234)")
+    paths = {"root": [setup]}
+    ok(kernel, setup, new_state_name="root")
+    for i in range(10):
+        parent = rng.choice(sorted(paths))
+        cell = "\n".join(rng.choice(CHANGES).format(i=i) for _ in range(rng.randint(1, 3)))
+        ok(kernel, cell, parent, new_state_name=f"s{i}")
+        paths[f"s{i}"] = paths[parent] + [cell]
+    for name in rng.sample(sorted(paths), 5):
+        assert printed(kernel, PROBE, name) == replayed(paths[name] + [PROBE], HOME), \
+            "\n\n".join(paths[name])
+
+
+def test_a_state_whose_working_directory_is_gone_says_so_and_others_run(tmp, kernel):
+    gone = os.path.join(tmp, "gone")
+    os.makedirs(gone)
+    ok(kernel, f"import os\nos.chdir({gone!r})", new_state_name="there")
+    ok(kernel, "pass")  # the process leaves it for initial's working directory
+    os.rmdir(gone)
+    reply = kernel.execute("1 + 1", "there")
+    assert reply["error"]["ename"] == "ProcessSettingError"
+    assert "cwd" in reply["error"]["evalue"] and reply["state_name"] is None
+    assert printed(kernel, "import os\nprint(os.getcwd())", "initial") == f"{HOME}\n"
+
+
+def test_a_cell_waiting_for_other_settings_is_stopped_by_its_timeout(tmp, kernel):
+    ok(kernel, f"import os, time\nos.chdir({tmp!r})", new_state_name="there")
+    ok(kernel, "import time", new_state_name="here")
+    long = threading.Thread(target=kernel.execute, args=("time.sleep(3)", "here"))
+    long.start()
+    try:
+        reply = kernel.execute("print('ran')", "there", timeout=0.5)
+        assert reply["error"]["ename"] == "TimeoutError" and reply["output"][:1] != [
+            {"output_type": "stream", "name": "stdout", "text": "ran\n"}]
+    finally:
+        long.join(10)
+
+
+def test_a_repr_that_evals_names_of_its_state_works_in_get_states(kernel):
+    """The ``display`` helper of a public pandas tutorial: its repr evals names."""
+    ok(kernel, "class display:\n    def __init__(self, *args):\n        self.args = args\n"
+               "    def __repr__(self):\n"
+               "        return '\\n'.join(a + ': ' + repr(eval(a)) for a in self.args)\n"
+               "x = [1, 2]\nshown = display('x')", new_state_name="s")
+    assert kernel.describe("s")["variables"]["shown"]["repr"] == "x: [1, 2]"
+
+
+def test_a_repr_in_get_states_uses_the_states_print_options(kernel):
+    ok(kernel, "import numpy as np\nnp.set_printoptions(precision=2)\nthird = np.array([1 / 3])",
+       new_state_name="s")
+    assert kernel.describe("s")["variables"]["third"]["repr"] == "array([0.33])"
+
+
+def test_an_in_memory_sqlite_database_is_the_states_own(kernel):
+    ok(kernel, "import sqlite3\ndb = sqlite3.connect(':memory:')\n"
+               "db.execute('create table t (x)')\ndb.execute('insert into t values (1)')\n"
+               "db.commit()", new_state_name="made")
+    ok(kernel, "db.execute('insert into t values (2)')\ndb.commit()", "made",
+       new_state_name="grown")
+    count = "print(db.execute('select count(*) from t').fetchone()[0])"
+    assert printed(kernel, count, "grown") == "2\n"
+    assert printed(kernel, count, "made") == "1\n"
+
+
+def test_an_sqlite_file_is_opened_again_in_children(tmp, kernel):
+    ok(kernel, f"import sqlite3\nf = sqlite3.connect({tmp!r} + '/f.db')\n"
+               "f.execute('create table t (x)')\nf.commit()", new_state_name="opened")
+    ok(kernel, "f.execute('insert into t values (5)')\nf.commit()", "opened")
+    assert printed(kernel, "print(f.execute('select * from t').fetchall())", "opened") == \
+        "[(5,)]\n"
+
+
+def test_a_branching_notebook_with_scikit_learn(kernel):
+    pytest.importorskip("sklearn")
+    setup = ("import numpy as np, sklearn\nfrom sklearn.linear_model import Ridge\n"
+             "rng = np.random.RandomState(0)\nX = rng.rand(40, 3)\ny = X @ [1.0, 2.0, 3.0]\n"
+             "sklearn.set_config(assume_finite=True)")
+    branch = "model = Ridge(alpha={}).fit(X, y)\nnp.random.seed(1)\nnoise = np.random.rand(2)"
+    probe = ("print(sklearn.get_config()['assume_finite'], model.alpha, "
+             "np.round(model.coef_, 6), noise, np.random.rand())")
+    ok(kernel, setup, new_state_name="data")
+    for alpha in (0.1, 10.0):
+        ok(kernel, branch.format(alpha), "data", new_state_name=f"alpha{alpha}")
+    for alpha in (0.1, 10.0):
+        seen = printed(kernel, probe, f"alpha{alpha}")
+        assert seen == printed(kernel, probe, f"alpha{alpha}")
+        assert seen == replayed([setup, branch.format(alpha), probe], HOME)
+    assert printed(kernel, "print(sklearn.get_config()['assume_finite'])", "data") == "True\n"
+    assert printed(kernel, "import sklearn\nprint(sklearn.get_config()['assume_finite'])",
+                   "initial") == "False\n"
+
+
+def test_a_branching_notebook_with_torch(kernel):
+    pytest.importorskip("torch")
+    setup = "import torch\ntorch.manual_seed(0)\nw = torch.zeros(3)"
+    branch = "w += torch.rand(3) * {}\nstep = torch.rand(1)"
+    probe = "print(w.tolist(), step.tolist(), torch.rand(2).tolist())"
+    ok(kernel, setup, new_state_name="seeded")
+    for scale in (1, 100):
+        ok(kernel, branch.format(scale), "seeded", new_state_name=f"scale{scale}")
+    for scale in (1, 100):
+        seen = printed(kernel, probe, f"scale{scale}")
+        assert seen == printed(kernel, probe, f"scale{scale}")
+        assert seen == replayed([setup, branch.format(scale), probe], HOME)
+    assert printed(kernel, "print(w.tolist())", "seeded") == "[0.0, 0.0, 0.0]\n"
