@@ -45,11 +45,25 @@ class Kind:
 
 
 KINDS = []
+SCOPES = {PROCESS: [], THREAD: []}  # the kinds of each scope, in order
 
 
 def kind(name, read, write, **options):
     """Register a kind of setting (see ``Kind``)."""
-    KINDS.append(Kind(name, read, write, **options))
+    made = Kind(name, read, write, **options)
+    KINDS.append(made)
+    SCOPES[made.scope].append(made)
+
+
+_carried = {}  # kind name -> carried(), once its library is imported (it cannot change)
+
+
+def carried(each):
+    """``each.carried()``, asked once."""
+    found = _carried.get(each.name)
+    if found is None:
+        found = _carried[each.name] = each.carried()
+    return found
 
 
 # -- the standard library ------------------------------------------------------------------

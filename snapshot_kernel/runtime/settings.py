@@ -15,7 +15,7 @@ import copy
 import decimal
 import threading
 
-from .kinds import _LIBRARY_FAILURES, KINDS, PROCESS, THREAD, read_all
+from .kinds import _LIBRARY_FAILURES, PROCESS, SCOPES, THREAD, carried, read_all
 
 SLICE = 0.05  # seconds between checks of a cell waiting for other settings to be done
 _MISSING = object()  # a setting the state has no value for (its library came later)
@@ -44,10 +44,8 @@ class Process:
 
     def enter_thread(self):
         """Give the running thread this state's own settings (run in its new context)."""
-        for each in KINDS:
-            if each.scope != THREAD or not each.active():
-                continue
-            if self.context is not None and each.carried():
+        for each in SCOPES[THREAD]:
+            if not each.active() or (self.context is not None and carried(each)):
                 continue  # the context has it
             value = self.own.get(each.name, _MISSING)
             if value is _MISSING:
@@ -86,8 +84,8 @@ def initial():
 def _changed(before, scope, skip_carried=False):
     """``before`` itself if no setting of ``scope`` changed, else a new dict."""
     after = None
-    for each in KINDS:
-        if each.scope != scope or not each.active() or (skip_carried and each.carried()):
+    for each in SCOPES[scope]:
+        if not each.active() or (skip_carried and carried(each)):
             continue
         try:
             if each.name in before and each.unchanged(before[each.name]):
@@ -123,8 +121,8 @@ def _copied(value):
 
 def apply_shared(target):
     """Write the process-wide settings ``target`` wherever the process differs."""
-    for each in KINDS:
-        if each.scope != PROCESS or not each.active():
+    for each in SCOPES[PROCESS]:
+        if not each.active():
             continue
         value = target.get(each.name, _MISSING)
         if value is _MISSING:
