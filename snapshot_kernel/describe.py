@@ -1,4 +1,5 @@
-"""What GET /states/<name> says of a state: its metadata and each variable's type and repr.
+"""What GET /states/<name> says of a state (its metadata and each variable's type and
+repr), and GET /states/<a>/diff/<b> of two (the names added, removed and changed).
 
 Type names and reprs are the stored objects' own code, so they run behind the
 user-code boundary, on a cell thread, reading the globals of the state. What
@@ -19,9 +20,15 @@ BUDGET = 10.0  # seconds the reprs of one state may take before the reply goes w
 
 def describe_state(state, repr_limit, threads, budget=BUDGET):
     """The dict GET /states/<name> answers for ``state``."""
-    entries = {cell.plain_name(key): entry for key, entry in state.names.entries().items()
-               if isinstance(key, str) and not is_dunder(cell.plain_name(key))}
-    variables = _variables(state, entries, repr_limit, threads, budget)
+    entries = _entries(state)
+
+    def describe_all(found):
+        with reading(state.names):
+            for key, entry in entries.items():
+                found[key] = _described(_loaded(entry), repr_limit)
+
+    done = _on_cell_thread(threads, f"describe {state.name}", budget, describe_all)
+    variables = {key: done.get(key, _late(budget)) for key in entries}
     shared = {key: entry.shared for key, entry in entries.items() if entry.shared}
     lost = {key: entry.lost for key, entry in entries.items() if entry.lost}
     for key in lost:
@@ -35,24 +42,90 @@ def describe_state(state, repr_limit, threads, budget=BUDGET):
     return described
 
 
-def _variables(state, entries, repr_limit, threads, budget):
-    done = threading.Event()
-    described = {}
+def diff_states(before, after, repr_limit, threads, budget=BUDGET):
+    """The dict GET /states/<a>/diff/<b> answers: the names ``after`` adds to
+    ``before``, removes, and holds other objects in, each side's type and repr.
 
-    def describe_all():
-        with reading(state.names):
-            for key, entry in entries.items():
-                value, failed = cell.call_user(lambda: entry.value)
-                if failed is not None:  # a group that could not be loaded from disk
-                    described[key] = {"type": "?", "repr": f"<could not be loaded: "
-                                                          f"{type(failed).__name__}>"}
-                    cell.drop_tracebacks(failed)
-                    continue
-                described[key] = {"type": cell.safe_type_name(value),
-                                  "repr": cell.safe_repr(value, repr_limit)}
+    A name is changed if the two states hold different objects under it: a
+    branch that rebinds a name to an equal value changed it too. Comparing is by
+    identity, never ``==``, which is user code and may not give a bool.
+    """
+    old, new = _entries(before), _entries(after)
+    removed = [key for key in old if key not in new]
+    added = [key for key in new if key not in old]
+    both = [key for key in new if key in old and old[key] is not new[key]]
+
+    def compare(found):
+        for side, state, entries, keys in (("removed", before, old, removed),
+                                           ("added", after, new, added)):
+            with reading(state.names):
+                for key in keys:
+                    found[side, key] = _described(_loaded(entries[key]), repr_limit)
+        for key in both:
+            with reading(before.names):
+                was = _loaded(old[key])
+            with reading(after.names):
+                now = _loaded(new[key])
+            if was is not now:
+                with reading(before.names):
+                    was_described = _described(was, repr_limit)
+                with reading(after.names):
+                    found["changed", key] = {"before": was_described,
+                                             "after": _described(now, repr_limit)}
+            found["compared", key] = True
+
+    done = _on_cell_thread(threads, f"diff {before.name} {after.name}", budget, compare)
+    late = _late(budget)
+    return {"from": before.name, "to": after.name,
+            "added": {key: done.get(("added", key), late) for key in added},
+            "removed": {key: done.get(("removed", key), late) for key in removed},
+            "changed": {key: done.get(("changed", key), {"before": late, "after": late})
+                        for key in both
+                        if ("changed", key) in done or ("compared", key) not in done}}
+
+
+def _entries(state):
+    """``{name: Entry}`` of the names a state shows: str names, no dunders."""
+    return {cell.plain_name(key): entry for key, entry in state.names.entries().items()
+            if isinstance(key, str) and not is_dunder(cell.plain_name(key))}
+
+
+class _NotLoaded:
+    """A value a state directory could not give back, and why."""
+
+    def __init__(self, failed):
+        self.reason = type(failed).__name__
+
+
+def _loaded(entry):
+    """The entry's object, or ``_NotLoaded`` if its group could not be loaded from disk."""
+    value, failed = cell.call_user(lambda: entry.value)
+    if failed is not None:
+        cell.drop_tracebacks(failed)
+        return _NotLoaded(failed)
+    return value
+
+
+def _described(value, repr_limit):
+    if isinstance(value, _NotLoaded):
+        return {"type": "?", "repr": f"<could not be loaded: {value.reason}>"}
+    return {"type": cell.safe_type_name(value), "repr": cell.safe_repr(value, repr_limit)}
+
+
+def _late(budget):
+    return {"type": "?", "repr": f"<repr did not finish within {budget:g} s>"}
+
+
+def _on_cell_thread(threads, label, budget, work):
+    """Run ``work(found)`` on a cell thread; a copy of the dict ``found`` as it
+    stands when it returns or ``budget`` seconds have passed, whichever is first."""
+    done = threading.Event()
+    found = {}
+
+    def run():
+        work(found)
         done.set()
 
-    threads.submit(describe_all, f"snapshot-kernel describe {state.name}")
+    threads.submit(run, f"snapshot-kernel {label}")
     done.wait(budget)
-    late = {"type": "?", "repr": f"<repr did not finish within {budget:g} s>"}
-    return {key: dict(described.get(key, late)) for key in entries}
+    return found.copy()  # one C call: atomic with respect to the thread still filling it

@@ -134,6 +134,10 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
         kernel.interrupt(exec_id)
         return {"interrupted": exec_id}
 
+    @app.get("/states/<name>/diff/<other>")
+    def diff_states(name, other):
+        return kernel.diff(name, other)
+
     _add_file_routes(app, files, waiting)
 
     @app.get("/openapi.json")

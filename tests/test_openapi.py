@@ -266,6 +266,8 @@ REPLIES = {
     "delete initial": ("DELETE", "/states/initial", None, {}, 409),
     "delete unknown": ("DELETE", "/states/nope", None, {}, 404),
     "delete, client gone": ("DELETE", "/states/keep", None, {CLIENT_GONE: lambda: True}, 499),
+    "a diff": ("GET", "/states/initial/diff/keep", None, {}, 200),
+    "a diff, unknown state": ("GET", "/states/keep/diff/nope", None, {}, 404),
     "list files": ("GET", "/files/", None, {}, 200),
     "list a directory": ("GET", "/files/data/", None, {}, 200),
     "list a file": ("GET", "/files/notes.txt/", None, {}, 409),

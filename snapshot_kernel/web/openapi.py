@@ -147,6 +147,7 @@ def _schemas(max_body):
         "Deleted": obj({"deleted": TEXT}),
         "Interrupted": obj({"interrupted": TEXT}),
         "States": obj({"states": {"type": "array", "items": {"const": "initial"}}}),
+        "StateDiff": _diff(),
         "FileStored": obj({"name": {**TEXT, "description": "the path, normalized"},
                            "size": {**WHOLE, "description": "bytes"}}),
         "FileListing": obj({"files": {"type": "array", "items": obj({
@@ -241,6 +242,17 @@ def _state():
         "checkpoint": {"const": True}, "progress": nullable(TEXT),
     }, ["name", "timestamp", "parent", "code", "variables", "shared", "lost", "approx_bytes",
         "shared_bytes"], description="`checkpoint` and `progress` appear on checkpoints only.")
+
+
+def _diff():
+    variable = obj({"type": TEXT, "repr": TEXT})
+    return obj({
+        "from": TEXT, "to": TEXT,
+        "added": mapping(variable, "names only the second state has"),
+        "removed": mapping(variable, "names only the first state has"),
+        "changed": mapping(obj({"before": variable, "after": variable}),
+                           "names the two states hold different objects under"),
+    })
 
 
 def _outputs():
@@ -372,6 +384,12 @@ def _paths():
                                 "keep what they use of it; 'initial' cannot be deleted (409).",
                                 json_reply("Deleted.", ref("Deleted")), "404", "409", "499",
                                 parameters=state)},
+        "/states/{name}/diff/{other}": {"get": operation(
+            "diff_states", "states", "What a branch did: the names the second state adds, "
+            "removes and holds other objects under than the first, with type and repr on "
+            "each side.", json_reply("The difference.", ref("StateDiff")), "404",
+            parameters=[path_name("name", "the first state (before)"),
+                        path_name("other", "the second state (after)")])},
         "/reset": {"post": operation(
             "reset_kernel", "states", "Drop every state but a fresh 'initial', and interrupt "
             "running executions (their replies say KernelReset).",
