@@ -8,7 +8,9 @@ time budget is reported as such, and the request answers anyway (the thread
 goes on: a ``__repr__`` that never returns cannot be stopped, only not awaited).
 """
 
+import abc
 import threading
+import types
 
 from . import cell
 from .copying.dispatch import is_dunder
@@ -48,7 +50,8 @@ def diff_states(before, after, repr_limit, threads, budget=BUDGET):
 
     A name is changed if the two states hold different objects under it: a
     branch that rebinds a name to an equal value changed it too. Comparing is by
-    identity, never ``==``, which is user code and may not give a bool.
+    identity, never ``==``, which is user code and may not give a bool. Cell-defined
+    functions and classes are the exception (``_same_definition``).
     """
     old, new = _entries(before), _entries(after)
     removed = [key for key in old if key not in new]
@@ -56,32 +59,81 @@ def diff_states(before, after, repr_limit, threads, budget=BUDGET):
     both = [key for key in new if key in old and old[key] is not new[key]]
 
     def compare(found):
-        for side, state, entries, keys in (("removed", before, old, removed),
-                                           ("added", after, new, added)):
-            with reading(state.names):
-                for key in keys:
-                    found[side, key] = _described(_loaded(entries[key]), repr_limit)
+        changing = []  # first which names changed (no reprs), so none waits on a slow repr
         for key in both:
             with reading(before.names):
                 was = _loaded(old[key])
             with reading(after.names):
                 now = _loaded(new[key])
-            if was is not now:
-                with reading(before.names):
-                    was_described = _described(was, repr_limit)
-                with reading(after.names):
-                    found["changed", key] = {"before": was_described,
-                                             "after": _described(now, repr_limit)}
-            found["compared", key] = True
+            found["same", key] = was is now or _same_definition(was, now)
+            if not found["same", key]:
+                changing.append((key, was, now))
+        for side, state, entries, keys in (("removed", before, old, removed),
+                                           ("added", after, new, added)):
+            with reading(state.names):
+                for key in keys:
+                    found[side, key] = _described(_loaded(entries[key]), repr_limit)
+        for key, was, now in changing:
+            with reading(before.names):
+                was_described = _described(was, repr_limit)
+            with reading(after.names):
+                found["changed", key] = {"before": was_described,
+                                         "after": _described(now, repr_limit)}
 
     done = _on_cell_thread(threads, f"diff {before.name} {after.name}", budget, compare)
-    late = _late(budget)
+    late = {"before": _late(budget), "after": _late(budget)}  # not compared in time
     return {"from": before.name, "to": after.name,
-            "added": {key: done.get(("added", key), late) for key in added},
-            "removed": {key: done.get(("removed", key), late) for key in removed},
-            "changed": {key: done.get(("changed", key), {"before": late, "after": late})
-                        for key in both
-                        if ("changed", key) in done or ("compared", key) not in done}}
+            "added": {key: done.get(("added", key), _late(budget)) for key in added},
+            "removed": {key: done.get(("removed", key), _late(budget)) for key in removed},
+            "changed": {key: done.get(("changed", key), late) for key in both
+                        if not done.get(("same", key), False)}}
+
+
+_CLASSES = (type, abc.ABCMeta)  # the metaclasses whose classes the store copies
+_CODE_CARRIERS = (types.FunctionType, staticmethod, classmethod, property)
+
+
+def _same_definition(was, now):
+    """True if ``was`` and ``now`` are copies of one cell-defined function or class.
+
+    The store makes a new one each time a cell touches it (its globals are the
+    state's), with the same code objects, or equal ones from the same cell once
+    saved to a state directory: the code is compared, and for a class its name
+    and the code of each function it holds. Attributes set on them afterwards
+    are not compared. Only C-level attributes are read: no user code runs.
+    """
+    if type(was) is not type(now):
+        return False
+    if type(was) is types.FunctionType:
+        return _same_code(was.__code__, now.__code__)
+    if type(was) not in _CLASSES or was.__qualname__ != now.__qualname__:
+        return False
+    mine, theirs = _code_parts(vars(was)), _code_parts(vars(now))
+    return mine.keys() == theirs.keys() and all(
+        len(mine[name]) == len(theirs[name])
+        and all(map(_same_code, mine[name], theirs[name])) for name in mine)
+
+
+def _same_code(a, b):
+    """Code from the same cell, compiled once (a code object's == ignores its file)."""
+    if type(a) is not types.CodeType or type(b) is not types.CodeType:
+        return a is b
+    return a is b or (a == b and a.co_filename == b.co_filename)
+
+
+def _code_parts(namespace):
+    """``{name: (code objects...)}`` of the functions a class's namespace holds."""
+    return {name: tuple(fn.__code__ if type(fn) is types.FunctionType else fn
+                        for fn in _functions_in(value))
+            for name, value in namespace.items() if type(value) in _CODE_CARRIERS}
+
+
+def _functions_in(carrier):
+    if type(carrier) is property:
+        return carrier.fget, carrier.fset, carrier.fdel
+    if type(carrier) in (staticmethod, classmethod):
+        return (carrier.__func__,)
+    return (carrier,)
 
 
 def _entries(state):

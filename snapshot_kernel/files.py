@@ -25,7 +25,6 @@ from .errors import (FileConflict, FileDenied, FileTooLarge, InvalidPath, NoSpac
                      UnknownFile)
 
 DEFAULT_MAX_FILE = 1 << 30  # bytes: the largest file a client may store (--max-file)
-CHUNK = 1 << 16             # bytes read or written at a time
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _CONFLICTS = (errno.ENOTEMPTY, errno.EISDIR, errno.ENOTDIR)
 

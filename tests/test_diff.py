@@ -30,20 +30,44 @@ def test_a_branch_shows_what_it_added_removed_and_changed(kernel):
                           "after": variable("list", "[1, 2]")}}}
 
 
+DEFINITIONS = ("b = [1, 2]\nx = 5\ndef f(n=1):\n    return n\n"
+               "class C:\n    k = 1\n    def m(self):\n        return f()\n"
+               "    @property\n    def p(self):\n        return 2\n"
+               "    @staticmethod\n    def s():\n        pass")
 UNCHANGING = {
     "reading": "print(b, x)",
     "rebinding to the same object": "b = b\nx = x",
     "sharing it with a new name": "alias = b",
     "an error caught inside": "try:\n    b.missing\nexcept AttributeError:\n    pass",
+    "calling a function": "f(2)",
+    "making an instance": "alias = C()\nalias.m() + alias.p",
+    "subclassing": "class D(C):\n    pass",
+    "naming a class": "alias = C",
 }
 
 
 @pytest.mark.parametrize("code", UNCHANGING.values(), ids=UNCHANGING)
 def test_a_name_a_cell_only_touched_is_not_changed(kernel, code):
-    base = branch(kernel, "b = [1, 2]\nx = 5")
+    """The store copies a function or class anew when a cell touches it: still the same."""
+    base = branch(kernel, DEFINITIONS)
     diff = kernel.diff(base, branch(kernel, code, base))
     assert diff["changed"] == {} and diff["removed"] == {}
-    assert set(diff["added"]) <= {"alias"}
+    assert set(diff["added"]) <= {"alias", "D", "_"}  # _: the last expression's value
+
+
+REDEFINITIONS = {
+    "a function": ("def f(n=1):\n    return n", "f"),
+    "a function, the same text on the same line": ("pass\npass\ndef f(n=1):\n    return n", "f"),
+    "a method": ("class C:\n    k = 1\n    def m(self):\n        return 3", "C"),
+    "a class with another name": ("class C:\n    pass\nC.__qualname__ = 'E'", "C"),
+    "a function bound to a class's name": ("C = f", "C"),
+}
+
+
+@pytest.mark.parametrize("code, name", REDEFINITIONS.values(), ids=REDEFINITIONS)
+def test_a_redefinition_is_a_change_even_of_the_same_text(kernel, code, name):
+    base = branch(kernel, DEFINITIONS)
+    assert set(kernel.diff(base, branch(kernel, code, base))["changed"]) == {name}
 
 
 def test_a_rebinding_to_an_equal_object_is_a_change_with_equal_reprs(kernel):
@@ -84,18 +108,21 @@ def test_reprs_that_fail_or_hang_do_not_fail_the_diff(kernel):
     base = branch(kernel, "import threading\nrelease = threading.Event()\n"
                           "class Bad:\n    def __repr__(self):\n        raise ValueError\n"
                           "class Slow:\n    def __repr__(self):\n        release.wait(5)\n"
-                          "        return 'slow'")
-    after = branch(kernel, "bad = Bad()\nslow = Slow()", base)
-    added = kernel.diff(base, after)["added"]
-    assert added["bad"] == variable("Bad", "<repr failed: ValueError>")
-    assert added["slow"] == variable("?", "<repr did not finish within 0.3 s>")
+                          "        return 'slow'\nslow = 1")
+    after = branch(kernel, "bad = Bad()\nslow = Slow()\nlater = 2", base)
+    diff = kernel.diff(base, after)
+    late = variable("?", "<repr did not finish within 0.3 s>")
+    assert diff["added"] == {"bad": variable("Bad", "<repr failed: ValueError>"),
+                             "later": variable("int", "2")}
+    assert diff["changed"] == {"slow": {"before": late, "after": late}}  # Bad, Slow: same
     ok(kernel, "release.set()", base)  # the Event is shared by reference: the repr ends
 
 
 def test_states_loaded_from_a_state_directory_diff_alike(tmp_path):
     first = SnapshotKernel(state_dir=str(tmp_path))
-    base = branch(first, "big = list(range(5))\nx = 1", name="base")
-    after = branch(first, "x = 2\nbig.append(5)\nnew = 'n'", base, name="after")
+    base = branch(first, "big = list(range(5))\nx = 1\ndef f():\n    return 1\n"
+                         "class C:\n    def m(self):\n        return f()", name="base")
+    after = branch(first, "x = 2\nbig.append(5)\nnew = C().m()", base, name="after")
     expected = first.diff(base, after)
     first.close()
     second = SnapshotKernel(state_dir=str(tmp_path))
