@@ -9,6 +9,7 @@ import os
 from .runtime import capture
 from .states import cow
 from . import kernel as k
+from .files import DEFAULT_MAX_FILE, Workdir
 from .execution import DEFAULT_KEEP_SECONDS
 from .web.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD, DEFAULT_REQUEST_TIMEOUT
 
@@ -76,6 +77,12 @@ def _add_connection_limits(parser):
 
 
 def _add_kernel_options(parser):
+    parser.add_argument("--workdir", default=None,
+                        help="the directory cells run in and /files serves; the server "
+                             "changes into it at start (default: where it was started)")
+    parser.add_argument("--max-file", type=_positive_int, default=DEFAULT_MAX_FILE,
+                        help=f"largest file PUT /files stores, in bytes (default "
+                             f"{DEFAULT_MAX_FILE})")
     parser.add_argument("--state-dir", default=os.environ.get(STATE_DIR_ENV) or None,
                         help="keep every state in this directory, written before the reply "
                              "that names it, and load the states it holds at start "
@@ -99,6 +106,20 @@ def _add_kernel_options(parser):
     parser.add_argument("--copy-on-write", type=_positive_int, default=cow.THRESHOLD,
                         help="numpy buffers of this many bytes or more are mapped "
                              f"copy-on-write, not copied (default {cow.THRESHOLD})")
+
+
+def enter_workdir(args):
+    """Change into ``--workdir`` (a relative --state-dir still names the directory it
+    named from where the server started); the files it serves, as a ``Workdir``."""
+    if args.state_dir is not None:
+        args.state_dir = os.path.abspath(args.state_dir)
+    if args.workdir is not None:
+        try:
+            os.chdir(args.workdir)
+        except OSError as exc:
+            raise SystemExit(f"snapshot-kernel: cannot work in --workdir {args.workdir!r} "
+                             f"({exc.strerror})") from None
+    return Workdir(os.getcwd(), args.max_file)
 
 
 def kernel_from(args):

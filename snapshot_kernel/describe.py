@@ -1,4 +1,5 @@
-"""What GET /states/<name> says of a state: its metadata and each variable's type and repr.
+"""What GET /states/<name> says of a state (its metadata and each variable's type and
+repr), and GET /states/<a>/diff/<b> of two (the names added, removed and changed).
 
 Type names and reprs are the stored objects' own code, so they run behind the
 user-code boundary, on a cell thread, reading the globals of the state. What
@@ -7,7 +8,9 @@ time budget is reported as such, and the request answers anyway (the thread
 goes on: a ``__repr__`` that never returns cannot be stopped, only not awaited).
 """
 
+import abc
 import threading
+import types
 
 from . import cell
 from .copying.dispatch import is_dunder
@@ -18,13 +21,23 @@ BUDGET = 10.0  # seconds the reprs of one state may take before the reply goes w
 
 
 def describe_state(state, repr_limit, threads, budget=BUDGET, as_cell=None):
-    """The dict GET /states/<name> answers for ``state``. ``as_cell(fn, retry)`` runs
-    ``fn()`` as a cell of the state would run (its settings, ``__main__``);
-    ``retry(key)`` gives a repr failed on the stored object another chance, on a
-    working copy whose functions read the state's globals as a cell's do."""
-    entries = {cell.plain_name(key): entry for key, entry in state.names.entries().items()
-               if isinstance(key, str) and not is_dunder(cell.plain_name(key))}
-    variables = _variables(state, entries, repr_limit, threads, budget, as_cell)
+    """The dict GET /states/<name> answers for ``state``. ``as_cell(describe)`` runs
+    ``describe(retry)`` as a cell of the state would run (its settings, ``__main__``);
+    ``retry(key)`` gives a repr that failed on the stored object another chance, on
+    a working copy whose functions read the state's globals as a cell's do."""
+    entries = _entries(state)
+
+    def describe_all(found, retry=None):
+        with reading(state.names):
+            for key, entry in entries.items():
+                found[key] = _described(_loaded(entry), repr_limit)
+                if retry is not None and found[key]["repr"].startswith(cell.REPR_FAILED):
+                    found[key] = dict(found[key], repr=retry(key))
+
+    work = describe_all if as_cell is None else (
+        lambda found: as_cell(lambda retry: describe_all(found, retry)))
+    done = _on_cell_thread(threads, f"describe {state.name}", budget, work)
+    variables = {key: done.get(key, _late(budget)) for key in entries}
     shared = {key: entry.shared for key, entry in entries.items() if entry.shared}
     lost = {key: entry.lost for key, entry in entries.items() if entry.lost}
     for key in lost:
@@ -38,27 +51,140 @@ def describe_state(state, repr_limit, threads, budget=BUDGET, as_cell=None):
     return described
 
 
-def _variables(state, entries, repr_limit, threads, budget, as_cell):
-    done = threading.Event()
-    described = {}
+def diff_states(before, after, repr_limit, threads, budget=BUDGET):
+    """The dict GET /states/<a>/diff/<b> answers: the names ``after`` adds to
+    ``before``, removes, and holds other objects in, each side's type and repr.
 
-    def describe_all(retry=None):
-        with reading(state.names):
-            for key, entry in entries.items():
-                value, failed = cell.call_user(lambda: entry.value)
-                if failed is not None:  # a group that could not be loaded from disk
-                    described[key] = {"type": "?", "repr": f"<could not be loaded: "
-                                                          f"{type(failed).__name__}>"}
-                    cell.drop_tracebacks(failed)
-                    continue
-                text = cell.safe_repr(value, repr_limit)
-                if retry is not None and text.startswith(cell.REPR_FAILED):
-                    text = retry(key)
-                described[key] = {"type": cell.safe_type_name(value), "repr": text}
+    A name is changed if the two states hold different objects under it: a
+    branch that rebinds a name to an equal value changed it too. Comparing is by
+    identity, never ``==``, which is user code and may not give a bool. Cell-defined
+    functions and classes are the exception (``_same_definition``).
+    """
+    old, new = _entries(before), _entries(after)
+    removed = [key for key in old if key not in new]
+    added = [key for key in new if key not in old]
+    both = [key for key in new if key in old and old[key] is not new[key]]
+
+    def compare(found):
+        changing = []  # first which names changed (no reprs), so none waits on a slow repr
+        for key in both:
+            with reading(before.names):
+                was = _loaded(old[key])
+            with reading(after.names):
+                now = _loaded(new[key])
+            found["same", key] = was is now or _same_definition(was, now)
+            if not found["same", key]:
+                changing.append((key, was, now))
+        for side, state, entries, keys in (("removed", before, old, removed),
+                                           ("added", after, new, added)):
+            with reading(state.names):
+                for key in keys:
+                    found[side, key] = _described(_loaded(entries[key]), repr_limit)
+        for key, was, now in changing:
+            with reading(before.names):
+                was_described = _described(was, repr_limit)
+            with reading(after.names):
+                found["changed", key] = {"before": was_described,
+                                         "after": _described(now, repr_limit)}
+
+    done = _on_cell_thread(threads, f"diff {before.name} {after.name}", budget, compare)
+    late = {"before": _late(budget), "after": _late(budget)}  # not compared in time
+    return {"from": before.name, "to": after.name,
+            "added": {key: done.get(("added", key), _late(budget)) for key in added},
+            "removed": {key: done.get(("removed", key), _late(budget)) for key in removed},
+            "changed": {key: done.get(("changed", key), late) for key in both
+                        if not done.get(("same", key), False)}}
+
+
+_CLASSES = (type, abc.ABCMeta)  # the metaclasses whose classes the store copies
+_CODE_CARRIERS = (types.FunctionType, staticmethod, classmethod, property)
+
+
+def _same_definition(was, now):
+    """True if ``was`` and ``now`` are copies of one cell-defined function or class.
+
+    The store makes a new one each time a cell touches it (its globals are the
+    state's), with the same code objects, or equal ones from the same cell once
+    saved to a state directory: the code is compared, and for a class its name
+    and the code of each function it holds. Attributes set on them afterwards
+    are not compared. Only C-level attributes are read: no user code runs.
+    """
+    if type(was) is not type(now):
+        return False
+    if type(was) is types.FunctionType:
+        return _same_code(was.__code__, now.__code__)
+    if type(was) not in _CLASSES or was.__qualname__ != now.__qualname__:
+        return False
+    mine, theirs = _code_parts(vars(was)), _code_parts(vars(now))
+    return mine.keys() == theirs.keys() and all(
+        len(mine[name]) == len(theirs[name])
+        and all(map(_same_code, mine[name], theirs[name])) for name in mine)
+
+
+def _same_code(a, b):
+    """Code from the same cell, compiled once (a code object's == ignores its file)."""
+    if type(a) is not types.CodeType or type(b) is not types.CodeType:
+        return a is b
+    return a is b or (a == b and a.co_filename == b.co_filename)
+
+
+def _code_parts(namespace):
+    """``{name: (code objects...)}`` of the functions a class's namespace holds."""
+    return {name: tuple(fn.__code__ if type(fn) is types.FunctionType else fn
+                        for fn in _functions_in(value))
+            for name, value in namespace.items() if type(value) in _CODE_CARRIERS}
+
+
+def _functions_in(carrier):
+    if type(carrier) is property:
+        return carrier.fget, carrier.fset, carrier.fdel
+    if type(carrier) in (staticmethod, classmethod):
+        return (carrier.__func__,)
+    return (carrier,)
+
+
+def _entries(state):
+    """``{name: Entry}`` of the names a state shows: str names, no dunders."""
+    return {cell.plain_name(key): entry for key, entry in state.names.entries().items()
+            if isinstance(key, str) and not is_dunder(cell.plain_name(key))}
+
+
+class _NotLoaded:
+    """A value a state directory could not give back, and why."""
+
+    def __init__(self, failed):
+        self.reason = type(failed).__name__
+
+
+def _loaded(entry):
+    """The entry's object, or ``_NotLoaded`` if its group could not be loaded from disk."""
+    value, failed = cell.call_user(lambda: entry.value)
+    if failed is not None:
+        cell.drop_tracebacks(failed)
+        return _NotLoaded(failed)
+    return value
+
+
+def _described(value, repr_limit):
+    if isinstance(value, _NotLoaded):
+        return {"type": "?", "repr": f"<could not be loaded: {value.reason}>"}
+    return {"type": cell.safe_type_name(value), "repr": cell.safe_repr(value, repr_limit)}
+
+
+def _late(budget):
+    return {"type": "?", "repr": f"<repr did not finish within {budget:g} s>"}
+
+
+def _on_cell_thread(threads, label, budget, work):
+    """Run ``work(found)`` on a cell thread; a copy of the dict ``found`` as it
+    stands when it returns or ``budget`` seconds have passed, whichever is first."""
+    done = threading.Event()
+    found = {}
+
+    def run():
+        work(found)
         done.set()
 
-    threads.submit((lambda: describe_all()) if as_cell is None else
-                   (lambda: as_cell(describe_all)), f"snapshot-kernel describe {state.name}")
+    threads.submit(run, f"snapshot-kernel {label}")
     done.wait(budget)
-    late = {"type": "?", "repr": f"<repr did not finish within {budget:g} s>"}
-    return {key: dict(described.get(key, late)) for key in entries}
+    return found.copy()  # one C call: atomic with respect to the thread still filling it

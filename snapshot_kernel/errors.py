@@ -39,6 +39,32 @@ class ProtectedState(KernelError):
     pass
 
 
+# -- files (``files.Workdir``) --
+
+class InvalidPath(InvalidArgument):
+    """A file path that could leave the working directory, or names nothing it can hold."""
+
+
+class UnknownFile(KernelError):
+    pass
+
+
+class FileConflict(KernelError):
+    """The path names a directory where a file is needed, or the other way round."""
+
+
+class FileTooLarge(KernelError):
+    pass
+
+
+class FileDenied(KernelError):
+    """The server's user may not read or write there."""
+
+
+class NoSpace(KernelError):
+    """The disk (or the user's quota) is full."""
+
+
 def check_name(name, what="state name"):
     """Raise InvalidName unless ``name`` can be used in a URL path and a log line."""
     if not isinstance(name, str) or not name:

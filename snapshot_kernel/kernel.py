@@ -30,7 +30,7 @@ from . import cell, checkpoints
 from .states import cow
 from .notebook import magics
 from .checkpoints import Checkpointing
-from .describe import BUDGET as DESCRIBE_BUDGET, describe_state
+from .describe import BUDGET as DESCRIBE_BUDGET, describe_state, diff_states
 from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
                      KernelError, ProtectedState, StateExists, UnknownExecution,
                      UnknownState, check_name, positive)  # (re-exported for main and tests)
@@ -142,6 +142,11 @@ class SnapshotKernel(Deadlines, Checkpointing):
                 leave_main()
 
         describe(retry)
+
+    def diff(self, before, after):
+        """What GET /states/<a>/diff/<b> answers: see ``describe.diff_states``."""
+        return diff_states(self._get(before), self._get(after), self.repr_limit, self._threads,
+                           self.describe_budget)
 
     def delete(self, name):
         """Drop a state. Its children keep what they use of it; the rest is freed."""

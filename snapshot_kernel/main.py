@@ -10,6 +10,7 @@ is set.
 
 import hmac
 import json
+import os
 import sys
 import threading
 
@@ -19,10 +20,12 @@ from . import errors
 from .mcp import cli as mcp_cli
 from .web import openapi
 from .web.bodies import (DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS, INTERRUPT_FIELDS, MAX_OFFSET,
-                         MAX_PAGE, MAX_POLL, BadRequest, json_body, query_number)
+                         MAX_PAGE, MAX_POLL, BadRequest, body_chunks, body_length, json_body,
+                         query_number)
+from .files import Workdir
 from .render import render_text
 from .states.store import StoreError
-from .cli import DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, kernel_from, parse_args
+from .cli import DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, enter_workdir, kernel_from, parse_args
 from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, error_body, exit_now,
                          make_server, serve_until_signalled)
 
@@ -33,18 +36,25 @@ KERNEL_ERROR_STATUS = {
     errors.StateExists: 409,
     errors.ExecutionExists: 409,
     errors.ProtectedState: 409,
+    errors.UnknownFile: 404,
+    errors.FileConflict: 409,
+    errors.FileTooLarge: 413,
+    errors.FileDenied: 403,
+    errors.NoSpace: 507,
 }
 
 WAIT_SLICE = 0.25  # seconds between checks that a waiting client is still there
 
 
-def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING):
-    """A Bottle app serving ``kernel`` to clients that present ``token``.
+def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING,
+               files=None):
+    """A Bottle app serving ``kernel``, and the ``files`` of a ``Workdir`` (by default
+    the current directory), to clients that present ``token``.
 
     At most ``max_running`` requests that wait on a cell (a waiting /execute, a
-    long poll) are served at once; more are refused with a 503, so that they
-    never hold a worker that control requests (/interrupt, /executions,
-    /reset, /states) need. ``"wait": false`` executions hold no worker.
+    long poll) or move a file's bytes are served at once; more are refused with
+    a 503, so that they never hold a worker that control requests (/interrupt,
+    /executions, /reset, /states) need. ``"wait": false`` executions hold no worker.
     """
     if not token:
         raise ValueError("a non-empty token is required")
@@ -54,6 +64,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     app.add_hook("before_request", lambda: _authorize(expected))
     app.install(_map_kernel_errors)
     waiting = _Slots(max_running)
+    files = Workdir(os.getcwd()) if files is None else files
 
     @app.post("/execute")
     def execute():
@@ -123,11 +134,64 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
         kernel.interrupt(exec_id)
         return {"interrupted": exec_id}
 
+    @app.get("/states/<name>/diff/<other>")
+    def diff_states(name, other):
+        return kernel.diff(name, other)
+
+    _add_file_routes(app, files, waiting)
+
     @app.get("/openapi.json")
     def openapi_document():
-        return openapi.document(max_body)
+        return openapi.document(max_body, files.max_file)
 
     return app
+
+
+def _add_file_routes(app, files, waiting):
+    """/files/...: the working directory's files, streamed both ways."""
+
+    @app.get("/files/")
+    def list_workdir():
+        return files.listing("")
+
+    @app.get("/files/<path:path>/")  # before the next route, which would take it too
+    def list_directory(path):
+        return files.listing(path)
+
+    @app.get("/files/<path:path>")
+    def read_file(path):
+        opened, size, content_type = files.open(path)
+        try:
+            slot = waiting.slot()
+        except bottle.HTTPError:
+            opened.close()
+            raise
+        bottle.response.content_type = content_type
+        bottle.response.set_header("Content-Length", str(size))
+        return _Download(opened, slot.release)
+
+    @app.put("/files/<path:path>")
+    def write_file(path):
+        environ = bottle.request.environ
+        length = body_length(environ)
+        files.check_size(length)
+        with waiting.slot():
+            return files.store(path, body_chunks(environ, length))
+
+    @app.delete("/files/<path:path>")
+    def delete_file(path):
+        return files.delete(path)
+
+
+class _Download:
+    """A file being sent, which frees its slot when the server closes it."""
+
+    def __init__(self, opened, release):
+        self.read, self._file, self._release = opened.read, opened, release
+
+    def close(self):
+        self._file.close()
+        self._release()
 
 
 def _execute_arguments(body):
@@ -148,9 +212,10 @@ class _Slots:
         frees the slot sooner (it frees it once, however often it is called)."""
         with self._lock:
             if self._used >= self.limit:
-                raise bottle.HTTPError(503, f"{self.limit} requests are waiting on cells, the "
-                                            "most this server serves at once (--max-running); "
-                                            "retry later, or send \"wait\": false",
+                raise bottle.HTTPError(503, f"{self.limit} requests are waiting on cells or "
+                                            "moving files, the most this server serves at "
+                                            "once (--max-running); retry later, or send "
+                                            "\"wait\": false",
                                        **{"Retry-After": RETRY_AFTER})
             self._used += 1
         return _Slot(self)
@@ -310,11 +375,12 @@ def main(argv=None):
     if argv[:1] == ["mcp"]:  # snapshot-kernel mcp ...: the MCP front (mcp/cli.py)
         return mcp_cli.main(argv[1:])
     args = parse_args(argv)
+    files = enter_workdir(args)
     try:
         kernel = kernel_from(args)
     except StoreError as exc:
         sys.exit(f"snapshot-kernel: {exc}")
-    app = create_app(kernel, args.token, args.max_body, args.max_running)
+    app = create_app(kernel, args.token, args.max_body, args.max_running, files)
     server = make_server(app, args.bind, args.threads, args.max_connections, args.max_header,
                          args.request_timeout)
     server.prepare()

@@ -33,7 +33,8 @@ from test_server import TOKEN as SERVER_TOKEN, Server, call  # noqa: E402  (a se
 TIMEOUT = 10  # seconds: the bound on every wait and every tool call
 TOKEN = "mcp-test-token"
 TOOLS = {"execute_code", "list_states", "get_state", "delete_state", "interrupt",
-         "list_executions", "get_execution", "read_output"}
+         "list_executions", "get_execution", "read_output", "read_file", "write_file",
+         "list_files"}
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 LISTENING = re.compile(r"snapshot-kernel mcp listening on (http://\S+)")
 MCP = [sys.executable, "-m", "snapshot_kernel.main", "mcp"]
@@ -91,10 +92,16 @@ def stdio_log(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def mcp(portal, stdio_log):
-    """One ``snapshot-kernel mcp`` over stdio with its own kernel, for the module's tests:
-    each test uses names of its own."""
-    with portal.wrap_async_context_manager(_over_stdio([], {}, stdio_log)) as session:
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("workdir")
+
+
+@pytest.fixture(scope="module")
+def mcp(portal, stdio_log, workdir):
+    """One ``snapshot-kernel mcp`` over stdio with its own kernel and working directory,
+    for the module's tests: each test uses names of its own."""
+    flags = ["--workdir", str(workdir)]
+    with portal.wrap_async_context_manager(_over_stdio(flags, {}, stdio_log)) as session:
         yield Client(portal, session)
 
 
@@ -242,6 +249,59 @@ def test_a_refused_call_is_an_error_result_that_says_why(mcp, tool, arguments, m
     assert message in texts(result)[0]
 
 
+# -- files --
+
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAW"
+                       "jR9awAAAABJRU5ErkJggg==")
+
+
+def test_a_file_written_is_read_back_as_text_and_seen_by_cells(mcp, workdir):
+    written = mcp.call("write_file", path="mcp-files/notes.txt", content="caf\u00e9\n")
+    assert written.structured_content == {"name": "mcp-files/notes.txt", "size": 6}
+    assert (workdir / "mcp-files" / "notes.txt").read_text("utf-8") == "caf\u00e9\n"
+    read = mcp.call("read_file", path="mcp-files/notes.txt")
+    assert texts(read) == ["caf\u00e9\n", "'mcp-files/notes.txt': 6 bytes, text/plain, text"]
+    assert read.structured_content["encoding"] == "utf-8"
+    cell = mcp.call("execute_code", code="open('mcp-files/notes.txt').read().strip()")
+    assert texts(cell)[0] == "'caf\u00e9'"
+
+
+def test_an_image_file_is_read_as_image_content_and_bytes_as_base64(mcp):
+    mcp.call("write_file", path="mcp-files/dot.png", content=base64.b64encode(PNG).decode(),
+             encoding="base64")
+    image = mcp.call("read_file", path="mcp-files/dot.png")
+    assert image.content[0].type == "image" and image.content[0].mime_type == "image/png"
+    assert base64.b64decode(image.content[0].data) == PNG
+    mcp.call("write_file", path="mcp-files/raw.bin", content="AAH/", encoding="base64")
+    raw = mcp.call("read_file", path="mcp-files/raw.bin")
+    assert texts(raw)[0] == "AAH/" and "binary, shown as base64" in texts(raw)[1]
+
+
+def test_files_are_listed(mcp):
+    mcp.call("write_file", path="mcp-list/a/b.txt", content="b")
+    listed = mcp.call("list_files", path="mcp-list")
+    assert texts(listed)[0] == "'mcp-list':\n  a/"
+    assert listed.structured_content["files"][0]["is_dir"] is True
+    inner = mcp.call("list_files", path="mcp-list/a")
+    assert inner.structured_content["files"][0]["name"] == "b.txt"
+    assert "b.txt  1 bytes" in texts(inner)[0]
+
+
+REFUSED_FILES = {
+    "outside": ("read_file", {"path": "../x"}, "'..'"),
+    "missing": ("read_file", {"path": "mcp-nope.txt"}, "no file or directory"),
+    "bad base64": ("write_file", {"path": "x", "content": "!!", "encoding": "base64"},
+                   "cannot be written as base64"),
+    "list a missing directory": ("list_files", {"path": "mcp-nope"}, "no file or directory"),
+}
+
+
+@pytest.mark.parametrize("tool, arguments, message", REFUSED_FILES.values(), ids=REFUSED_FILES)
+def test_a_refused_file_call_is_an_error_result_that_says_why(mcp, tool, arguments, message):
+    result = mcp.call(tool, **arguments)
+    assert result.is_error is True and message in texts(result)[0]
+
+
 # -- executions --
 
 def test_a_job_that_does_not_wait_is_polled_to_its_result(mcp, tmp_path):
@@ -322,14 +382,15 @@ def test_the_stdio_server_ends_when_the_host_closes_stdin_even_with_a_cell_runni
 # -- in front of a server, and over streamable HTTP --
 
 @pytest.fixture
-def http_server():
-    server = Server(SERVER_TOKEN)
+def http_server(tmp_path):
+    server = Server(SERVER_TOKEN, ["--workdir", str(tmp_path)])
     server.wait_until_listening()
     yield server
     server.stop()
 
 
-def test_in_front_of_a_server_the_tools_act_on_its_states(portal, stdio_log, http_server):
+def test_in_front_of_a_server_the_tools_act_on_its_states(portal, stdio_log, http_server,
+                                                         tmp_path):
     url = f"http://127.0.0.1:{http_server.port}"
     env = {"SNAPSHOT_KERNEL_TOKEN": SERVER_TOKEN}
     with portal.wrap_async_context_manager(_over_stdio(["--url", url], env, stdio_log)) as s:
@@ -347,6 +408,10 @@ def test_in_front_of_a_server_the_tools_act_on_its_states(portal, stdio_log, htt
         assert "no state named 'nope'" in texts(front.call("get_state", name="nope"))[0]
         assert front.call("list_states").structured_content["states"] == [
             "initial", "fronted", slow.structured_content["state_name"]]
+        front.call("write_file", path="sub/fronted.txt", content="on the server")
+        assert (tmp_path / "sub" / "fronted.txt").read_text() == "on the server"
+        assert texts(front.call("read_file", path="sub/fronted.txt"))[0] == "on the server"
+        assert front.call("list_files", path="sub").structured_content["files"][0]["size"] == 13
 
 
 class HttpMcp:

@@ -16,9 +16,11 @@ from helpers import WAIT
 from snapshot_kernel.mcp import cli as mcp_cli
 from snapshot_kernel.kernel import SnapshotKernel
 from snapshot_kernel.main import create_app
+from snapshot_kernel.files import Workdir
 from snapshot_kernel.mcp.backends import BackendError, HttpBackend, KernelBackend
 
 TOKEN = "backend-token"
+MAX_FILE = 1000
 MCP = [sys.executable, "-m", "snapshot_kernel.main", "mcp"]
 
 
@@ -98,13 +100,14 @@ def serving(app):
 
 
 @pytest.fixture(params=["kernel", "http"])
-def backend(request):
-    """Each backend on a fresh kernel: in this process, and behind the HTTP API."""
-    kernel = SnapshotKernel()
+def backend(request, tmp_path):
+    """Each backend on a fresh kernel and working directory (``tmp_path``): in this
+    process, and behind the HTTP API."""
+    kernel, files = SnapshotKernel(), Workdir(tmp_path, max_file=MAX_FILE)
     if request.param == "kernel":
-        yield KernelBackend(kernel)
+        yield KernelBackend(kernel, files)
     else:
-        with serving(create_app(kernel, TOKEN)) as url:
+        with serving(create_app(kernel, TOKEN, files=files)) as url:
             yield HttpBackend(url + "/", TOKEN)
     kernel.close()
 
@@ -145,6 +148,16 @@ def test_the_full_output_is_paged_alike(backend):
     assert (page["text"], page["total"], page["complete"]) == ("x" * 10 + "\n", 301, True)
 
 
+def test_files_are_written_read_and_listed_alike(backend, tmp_path):
+    assert backend.write_file("d/a.bin", b"\x00\xff") == {"name": "d/a.bin", "size": 2}
+    assert (tmp_path / "d" / "a.bin").read_bytes() == b"\x00\xff"
+    assert backend.read_file("d/a.bin") == {"name": "d/a.bin", "size": 2,
+                                            "content_type": "application/octet-stream",
+                                            "data": b"\x00\xff"}
+    assert [item["name"] for item in backend.list_files("d")["files"]] == ["a.bin"]
+    assert backend.list_files()["files"][0]["is_dir"] is True
+
+
 REFUSALS = {
     "unknown state": (lambda b: b.describe("nope"), "no state named 'nope'"),
     "run on an unknown state": (lambda b: b.start("1", "nope"), "no state named 'nope'"),
@@ -153,6 +166,14 @@ REFUSALS = {
     "bad timeout": (lambda b: b.start("1", "initial", timeout=-1), "timeout"),
     "interrupt nothing": (lambda b: b.interrupt("nope"), "no running execution 'nope'"),
     "unknown execution": (lambda b: b.execution("nope"), "no execution 'nope'"),
+    "a file outside": (lambda b: b.read_file("../x"), "'..'"),
+    "a missing file": (lambda b: b.read_file("nope"), "no file or directory 'nope'"),
+    "a file too large to read": (lambda b: b.write_file("big", b"x" * 11) and
+                                 b.read_file("big", limit=10),
+                                 "'big' is 11 bytes; read_file returns files of up to 10"),
+    "a file too large to write": (lambda b: b.write_file("big", b"x" * (MAX_FILE + 1)),
+                                  "--max-file"),
+    "a missing directory": (lambda b: b.list_files("nope"), "no file or directory"),
 }
 
 

@@ -3,6 +3,7 @@ server's real replies match, successes and every error status a test can provoke
 
 import http.client
 import json
+import os
 import re
 import socket
 import threading
@@ -21,12 +22,14 @@ from helpers import WAIT, wait_until_running
 from snapshot_kernel import main
 from snapshot_kernel.web import bodies, openapi
 from snapshot_kernel.errors import InvalidName, check_name
+from snapshot_kernel.files import Workdir
 from snapshot_kernel.kernel import SnapshotKernel
 from snapshot_kernel.main import create_app
 from snapshot_kernel.web.server import CLIENT_GONE
 from test_server import Server
 
 MAX_BODY = 4096
+MAX_FILE = 100
 URI = "urn:snapshot-kernel:openapi"
 SNAKE_CASE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
 
@@ -43,7 +46,9 @@ class Described:
         unknown route, or a method the route does not serve)."""
         path = urllib.parse.urlsplit(path).path
         for template, item in self.document["paths"].items():
-            if re.fullmatch(re.sub(r"{\w+}", "[^/]+", template), path):
+            # A file's path spans segments; a listing's ends in '/', a file's does not.
+            pattern = re.sub(r"{\w+}", "[^/]+", template.replace("{path}", ".*[^/]"))
+            if re.fullmatch(pattern, path):
                 return (template, item[method.lower()]) if method.lower() in item else None
         return None
 
@@ -61,11 +66,14 @@ class Described:
                 f"{method} {template}: status {status} is not documented"
             pointer, reply = self._reply(method, template, str(status))
         mime = content_type.split(";")[0].strip()
+        if mime not in reply["content"] and "*/*" in reply["content"]:
+            mime = "*/*"
         assert mime in reply["content"], f"{method} {path} {status}: {mime} is not documented"
         for name, spec in reply.get("headers", {}).items():
             assert not spec["required"] or name.lower() in {h.lower() for h in headers}, \
                 f"{method} {path} {status}: required header {name} is missing"
-        instance = json.loads(body) if mime == "application/json" else body.decode("utf-8")
+        instance = (json.loads(body) if mime == "application/json"
+                    else body if mime == "*/*" else body.decode("utf-8"))
         self.validate(instance, f"{pointer}/content/{escape(mime)}/schema")
 
     def validate(self, instance, pointer):
@@ -110,15 +118,20 @@ def held(signal_name):
 
 
 @pytest.fixture
-def world(kernel, held):
-    """An app (bodies up to MAX_BODY) with states ``keep`` and the checkpoint ``done@1``,
-    a finished execution ``done`` whose stdout was cut, and a running one, ``held``."""
+def world(kernel, held, tmp_path):
+    """An app (bodies up to MAX_BODY, files up to MAX_FILE) with states ``keep`` and the
+    checkpoint ``done@1``, a finished execution ``done`` whose stdout was cut, a running
+    one, ``held``, and a working directory holding ``notes.txt`` and ``data/x.csv``."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "notes.txt").write_bytes(b"hello")
+    (tmp_path / "data" / "x.csv").write_bytes(b"a,b\n")
     kernel.execute("x = 1", "initial", new_state_name="keep")
     kernel.execute("checkpoint(progress='1/1')\nprint('x' * 300)", "initial", exec_id="done",
                    max_output=50)
     kernel.start(held[0], "initial", exec_id="held")
     wait_until_running(kernel, "held")
-    app = webtest.TestApp(create_app(kernel, TOKEN, max_body=MAX_BODY))
+    app = webtest.TestApp(create_app(kernel, TOKEN, max_body=MAX_BODY,
+                                     files=Workdir(tmp_path, MAX_FILE)))
     app.authorization = ("Bearer", TOKEN)
     return app
 
@@ -149,9 +162,10 @@ def test_the_document_is_valid_openapi_3_1(world):
     validate_openapi(document)
 
 
-def test_the_served_document_states_the_servers_body_limit(world):
-    assert world.get("/openapi.json").json == openapi.document(MAX_BODY)
+def test_the_served_document_states_the_servers_body_and_file_limits(world):
+    assert world.get("/openapi.json").json == openapi.document(MAX_BODY, MAX_FILE)
     assert f"over {MAX_BODY} bytes" in json.dumps(world.get("/openapi.json").json)
+    assert f"({MAX_FILE} bytes on this server" in json.dumps(world.get("/openapi.json").json)
 
 
 def test_every_route_is_described_and_nothing_else(world):
@@ -252,6 +266,26 @@ REPLIES = {
     "delete initial": ("DELETE", "/states/initial", None, {}, 409),
     "delete unknown": ("DELETE", "/states/nope", None, {}, 404),
     "delete, client gone": ("DELETE", "/states/keep", None, {CLIENT_GONE: lambda: True}, 499),
+    "a diff": ("GET", "/states/initial/diff/keep", None, {}, 200),
+    "a diff, unknown state": ("GET", "/states/keep/diff/nope", None, {}, 404),
+    "list files": ("GET", "/files/", None, {}, 200),
+    "list a directory": ("GET", "/files/data/", None, {}, 200),
+    "list a file": ("GET", "/files/notes.txt/", None, {}, 409),
+    "list nothing": ("GET", "/files/nope/", None, {}, 404),
+    "read a file": ("GET", "/files/notes.txt", None, {}, 200),
+    "read a file below": ("GET", "/files/data/x.csv", None, {}, 200),
+    "read a directory": ("GET", "/files/data", None, {}, 409),
+    "read nothing": ("GET", "/files/nope", None, {}, 404),
+    "read outside": ("GET", "/files/../x", None, {}, 400),
+    "write a file": ("PUT", "/files/new/y.bin", b"\x00\xff", {}, 200),
+    "write a directory": ("PUT", "/files/data", b"x", {}, 409),
+    "write too much": ("PUT", "/files/big", b"x" * (MAX_FILE + 1), {}, 413),
+    "write outside": ("PUT", "/files/%2Fetc%2Fx", b"x", {}, 400),
+    "write, chunked": ("PUT", "/files/x", None, {"HTTP_TRANSFER_ENCODING": "chunked",
+                                                 "SERVER_PROTOCOL": "HTTP/1.0"}, 411),
+    "delete a file": ("DELETE", "/files/notes.txt", None, {}, 200),
+    "delete a full directory": ("DELETE", "/files/data", None, {}, 409),
+    "delete nothing": ("DELETE", "/files/nope", None, {}, 404),
     "reset": ("POST", "/reset", None, {}, 200),
     "reset, client gone": ("POST", "/reset", None, {CLIENT_GONE: lambda: True}, 499),
     "the document": ("GET", "/openapi.json", None, {}, 200),
@@ -344,6 +378,22 @@ def test_a_state_that_could_not_be_saved_lists_what_it_lost(tmp_path):
     kernel.close()
 
 
+DISK_FAILURES = {"403": PermissionError(13, "Permission denied"),
+                 "507": OSError(28, "No space left on device")}
+
+
+@pytest.mark.parametrize("status, error", DISK_FAILURES.items(), ids=list(DISK_FAILURES))
+def test_what_the_disk_refuses_is_described(world, monkeypatch, status, error):
+    def fail(*args):
+        raise error
+
+    monkeypatch.setattr(os, "replace", fail)
+    response = request(world, "PUT", "/files/x", b"x")
+    monkeypatch.undo()
+    assert response.status_int == int(status)
+    check(world, response, "PUT", "/files/x")
+
+
 def test_a_request_past_max_running_is_a_described_503(kernel, held):
     app = webtest.TestApp(create_app(kernel, TOKEN, max_running=1))
     app.authorization = ("Bearer", TOKEN)
@@ -414,6 +464,7 @@ def test_every_documented_status_is_provoked_by_a_test_but_500(world):
                   for status in operation["responses"]}
     provoked = {str(case[-1]) for case in (*REPLIES.values(), *SOCKET_REPLIES.values())}
     provoked.add("503")  # test_a_request_past_max_running_is_a_described_503
+    provoked.update(DISK_FAILURES)  # test_what_the_disk_refuses_is_described
     assert documented - provoked == {"500"}
 
 

@@ -3,7 +3,9 @@
 README's walkthrough runs verbatim (but for the port). A ```bash block in docs/ marked
 ``<!-- run -->`` runs the same way, in a directory of its own, and each comment right under a
 command is that command's output, ``...`` standing for what varies. A block that talks to a
-server must be run or say why not (``<!-- not run: reason -->``).
+server must be run or say why not (``<!-- not run: reason -->``); a block marked
+``<!-- NAME walkthrough -->`` or ``<!-- NAME example -->`` is run by ``tests/test_docs.py``,
+which must name that marker.
 """
 
 import os
@@ -21,7 +23,8 @@ PAGES = sorted((ROOT / "docs").glob("*.md"))
 PACKAGE = ROOT / "snapshot_kernel"
 
 FENCE = re.compile(r"^```[^\n]*\n.*?^```", re.S | re.M)
-BASH_BLOCK = re.compile(r"(?:<!-- (walkthrough|run|not run: [^>]+) -->\n)?```bash\n(.*?)```", re.S)
+BASH_BLOCK = re.compile(r"(?:<!-- (walkthrough|run|not run: [^>]+|[a-z]+ (?:walkthrough|example)) -->\n)?"
+                        r"```bash\n(.*?)```", re.S)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6} +(.+?) *#*$", re.M)
 SERVER = "127.0.0.1:8080"
@@ -163,6 +166,9 @@ def test_every_example_that_talks_to_a_server_is_run_or_says_why_not():
         for marker, script in bash_blocks(path):
             if SERVER in script or "$SK" in script:
                 assert marker, f"{path.name}: mark this block <!-- run --> or <!-- not run: why -->:\n{script}"
+                if marker.endswith((" walkthrough", " example")) and marker != "walkthrough":
+                    assert f'"{marker}"' in (ROOT / "tests" / "test_docs.py").read_text(), \
+                        f"{path.name}: no test runs the block marked <!-- {marker} -->"
     assert examples(), "docs/ has no example marked <!-- run -->"
 
 

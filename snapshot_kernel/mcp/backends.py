@@ -1,22 +1,22 @@
 """What the MCP tools run on: a kernel in this process, or a snapshot-kernel server.
 
 Both backends have the same blocking methods and return the dicts of the HTTP
-API (``start`` returns the exec_id), so the tool layer (``server``) is one
-piece of code. Whatever either refuses is a ``BackendError`` whose message says
-what to do. Standard library only: the server is reached with ``urllib``.
+API (``start`` returns the exec_id; ``read_file`` adds the bytes as ``data``),
+so the tool layer (``server``) is one piece of code. Whatever either refuses is
+a ``BackendError`` whose message says what to do. Standard library only: the
+server is reached with ``client``.
 """
 
 import contextlib
-import json
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
+import http.client
+import os
 
+from ..client import Client, ClientError
 from ..errors import KernelError
+from ..files import Workdir
 
-MAX_POLL = 60.0  # seconds the server lets one GET /executions/<id>?wait= wait
-SLACK = 30.0     # seconds a request to the server may take beyond what it waits for
+SLACK = 30.0          # seconds a request to the server may take beyond what it waits for
+MAX_READ = 1 << 20    # bytes: the largest file read_file returns
 
 
 class BackendError(Exception):
@@ -24,10 +24,12 @@ class BackendError(Exception):
 
 
 class KernelBackend:
-    """A ``SnapshotKernel`` in this process."""
+    """A ``SnapshotKernel`` in this process, and the files of ``files`` (a ``Workdir``;
+    by default the current directory)."""
 
-    def __init__(self, kernel):
+    def __init__(self, kernel, files=None):
         self.kernel = kernel
+        self.files = Workdir(os.getcwd()) if files is None else files
 
     def start(self, code, state_name, new_state_name=None, exec_id=None, timeout=None,
               max_output=None):
@@ -66,6 +68,23 @@ class KernelBackend:
             self.kernel.interrupt(exec_id)
         return {"interrupted": exec_id}
 
+    def read_file(self, path, limit=MAX_READ):
+        """``{"name", "size", "content_type", "data"}`` of a file of at most ``limit`` bytes."""
+        with _refusals():
+            opened, size, content_type = self.files.open(path)
+        with opened:
+            _check_readable(path, size, limit)
+            return {"name": path, "size": size, "content_type": content_type,
+                    "data": opened.read(limit)}
+
+    def write_file(self, path, data):
+        with _refusals():
+            return self.files.store(path, [data])
+
+    def list_files(self, path=""):
+        with _refusals():
+            return self.files.listing(path)
+
     def close(self):
         """Interrupt the running cells: the process is about to end."""
         self.kernel.close()
@@ -80,82 +99,73 @@ def _refusals():
         raise BackendError(str(exc)) from None
 
 
+def _check_readable(path, size, limit):
+    if size > limit:
+        raise BackendError(f"{path!r} is {size} bytes; read_file returns files of up to "
+                           f"{limit} bytes: read part of it in a cell, or fetch it with "
+                           "GET /files/<path>")
+
+
 class HttpBackend:
     """A snapshot-kernel server at ``url``, which ``token`` opens."""
 
     def __init__(self, url, token):
         self.url = url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        self.client = Client(url, token, timeout=SLACK)
 
     def start(self, code, state_name, new_state_name=None, exec_id=None, timeout=None,
               max_output=None):
-        fields = {"code": code, "state_name": state_name, "new_state_name": new_state_name,
-                  "exec_id": exec_id, "timeout": timeout, "max_output": max_output,
-                  "wait": False}
-        body = {name: value for name, value in fields.items() if value is not None}
-        return self._call("POST", "/execute", body)["exec_id"]
+        return self._call(self.client.execute, code, state_name, new_state_name=new_state_name,
+                          exec_id=exec_id, timeout=timeout, max_output=max_output,
+                          wait=False)["exec_id"]
 
     def execution(self, exec_id, wait=0.0):
-        wait = min(wait, MAX_POLL)
-        path = f"/executions/{_quoted(exec_id)}"
-        try:
-            return self._call("GET", path + (f"?wait={wait:g}" if wait else ""), wait=wait)
-        except _Busy:  # every waiting slot is taken: wait here instead, then just look
-            time.sleep(wait)
-            return self._call("GET", path)
+        return self._call(self.client.execution, exec_id, wait)
 
     def output(self, exec_id, stream, offset, limit):
-        query = urllib.parse.urlencode({"stream": stream, "offset": offset, "limit": limit})
-        return self._call("GET", f"/executions/{_quoted(exec_id)}/output?{query}")
+        return self._call(self.client.output, exec_id, stream, offset, limit)
 
     def executions(self):
-        return self._call("GET", "/executions")
+        return self._call(self.client.executions)
 
     def states(self):
-        return self._call("GET", "/states")
+        return self._call(self.client.states)
 
     def describe(self, name):
-        return self._call("GET", f"/states/{_quoted(name)}")
+        return self._call(self.client.describe, name)
 
     def delete(self, name):
-        return self._call("DELETE", f"/states/{_quoted(name)}")
+        return self._call(self.client.delete, name)
 
     def interrupt(self, exec_id):
-        return self._call("POST", "/interrupt", {"exec_id": exec_id})
+        return self._call(self.client.interrupt, exec_id)
+
+    def read_file(self, path, limit=MAX_READ):
+        with self._refusals(), self.client.open_file(path) as remote:
+            _check_readable(path, remote.size, limit)
+            return {"name": path, "size": remote.size, "content_type": remote.content_type,
+                    "data": remote.read(limit)}
+
+    def write_file(self, path, data):
+        return self._call(self.client.upload, path, data)
+
+    def list_files(self, path=""):
+        return self._call(self.client.list_files, path)
 
     def close(self):
         """Nothing to do: the server's cells are the server's."""
 
-    def _call(self, method, path, body=None, wait=0.0):
-        """The server's JSON reply; a 4xx or 5xx is a ``BackendError`` with its message."""
-        data = json.dumps(body).encode("utf-8") if body is not None else None
-        request = urllib.request.Request(self.url + path, data, self._headers, method=method)
+    def _call(self, method, *args, **kwargs):
+        with self._refusals():
+            return method(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def _refusals(self):
+        """Turn the server's error replies, and failures to reach it, into ``BackendError``."""
         try:
-            with urllib.request.urlopen(request, timeout=wait + SLACK) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            message = _error_message(exc)
-            if exc.code == 503:
-                raise _Busy(message) from None
-            raise BackendError(message) from None
-        except OSError as exc:  # URLError included: refused, reset, timed out
-            reason = getattr(exc, "reason", exc)
+            yield
+        except ClientError as exc:
+            raise BackendError(exc.message) from None
+        except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out
             raise BackendError(f"cannot reach the snapshot-kernel server at {self.url} "
-                               f"({reason})") from None
-
-
-class _Busy(BackendError):
-    """A 503: the server serves as many waiting requests as it can."""
-
-
-def _error_message(exc):
-    """The ``error`` of the server's JSON error body, else the status line."""
-    try:
-        return json.loads(exc.read())["error"]
-    except (ValueError, KeyError, TypeError, OSError):  # not the server's error shape
-        return f"the server answered {exc.code} {exc.reason}"
-
-
-def _quoted(name):
-    """A name as one path segment: names may hold any printable character but ``/``."""
-    return urllib.parse.quote(name, safe="")
+                               f"({exc})") from None

@@ -26,7 +26,7 @@ DEFAULT_BIND = "127.0.0.1:8000"
 INSTALL = "pip install 'snapshot-kernel[mcp]' (Python 3.10 or later)"
 # The flags that shape an embedded kernel: they mean nothing with --url.
 KERNEL_FLAGS = ("timeout", "max_output", "state_dir", "max_memory", "keep_results",
-                "max_image", "max_full_output", "copy_on_write")
+                "max_image", "max_full_output", "copy_on_write", "workdir", "max_file")
 
 
 def parse_args(argv):
@@ -34,7 +34,7 @@ def parse_args(argv):
         prog="snapshot-kernel mcp",
         description="Serve snapshot-kernel to MCP hosts (tools execute_code, list_states, "
                     "get_state, delete_state, interrupt, list_executions, get_execution, "
-                    "read_output). Code runs with this process's rights: it is not a sandbox.")
+                    "read_output, read_file, write_file, list_files). Code runs with this process's rights: it is not a sandbox.")
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                         help="stdio (default), or streamable HTTP at http://HOST:PORT/mcp")
     parser.add_argument("--bind", type=cli._host_port, default=None,
@@ -118,8 +118,9 @@ def _listen(mcp_server, bind):
 
 def _backend(args):
     if args.url is None:
+        files = cli.enter_workdir(args)
         try:
-            return KernelBackend(cli.kernel_from(args))
+            return KernelBackend(cli.kernel_from(args), files)
         except StoreError as exc:
             sys.exit(f"snapshot-kernel mcp: {exc}")
     backend = HttpBackend(args.url, args.token)

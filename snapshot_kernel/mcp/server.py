@@ -9,6 +9,8 @@ structured content, and ``is_error`` when the cell raised. While a cell runs,
 the tools that wait for it send progress notifications to hosts that asked.
 """
 
+import base64
+import binascii
 import functools
 import hmac
 import json
@@ -73,10 +75,22 @@ DESCRIPTIONS = {
     "read_output": (
         "Read the complete stdout or stderr of an execution whose result was cut (the "
         "result says so), a page at a time."),
+    "read_file": (
+        "Read a file of the working directory, where cells run (a path relative to it, "
+        "'/' between directories). Text comes back as text; PNG, JPEG, GIF and WebP images "
+        "as images; other bytes as base64. Files up to 1 MB: read larger ones in a cell."),
+    "write_file": (
+        "Write a file into the working directory, where cells run, so code can open it by "
+        "this path; the directories it needs are made and an existing file is replaced. "
+        "content is text, or base64 with encoding='base64'."),
+    "list_files": (
+        "List a directory of the working directory (by default the working directory "
+        "itself): each entry's name, size and modification time; directories end in '/'."),
 }
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 NAME = "a state's name: printable, at most 128 characters, no '/'"
+FILE_PATH = "the file's path, relative to the working directory ('/' between directories)"
 
 
 def create_server(backend):
@@ -85,8 +99,9 @@ def create_server(backend):
     tools = Tools(backend)
     annotations = {"list_states": READ_ONLY, "get_state": READ_ONLY,
                    "list_executions": READ_ONLY, "get_execution": READ_ONLY,
-                   "read_output": READ_ONLY,
-                   "delete_state": ToolAnnotations(destructive_hint=True)}
+                   "read_output": READ_ONLY, "read_file": READ_ONLY, "list_files": READ_ONLY,
+                   "delete_state": ToolAnnotations(destructive_hint=True),
+                   "write_file": ToolAnnotations(destructive_hint=True, idempotent_hint=True)}
     for name, description in DESCRIPTIONS.items():
         server.add_tool(getattr(tools, name), name=name, description=description,
                         annotations=annotations.get(name))
@@ -190,6 +205,46 @@ class Tools:
         page = self._sync(self.backend.output, exec_id, stream, offset, limit)
         return _result(mcp_text.page_note(page), page, before=page["text"])
 
+    def read_file(self, path: Annotated[str, Field(description=FILE_PATH)]) -> CallToolResult:
+        """A file, as text, an image or base64."""
+        found = self._sync(self.backend.read_file, path)
+        data = found.pop("data")
+        if found["content_type"] in mcp_text.FILE_IMAGE_MIMES:
+            note = mcp_text.file_note(found, "shown as an image")
+            return CallToolResult(content=[ImageContent(data=_base64(data),
+                                                        mime_type=found["content_type"]),
+                                           TextContent(text=note)],
+                                  structured_content={**found, "encoding": "image"})
+        text = _utf8(data)
+        if text is not None:
+            return _result(mcp_text.file_note(found, "text"), {**found, "encoding": "utf-8"},
+                           before=text)
+        return _result(mcp_text.file_note(found, "binary, shown as base64"),
+                       {**found, "encoding": "base64"}, before=_base64(data))
+
+    def write_file(
+            self, path: Annotated[str, Field(description=FILE_PATH)],
+            content: Annotated[str, Field(description="the file's contents")],
+            encoding: Annotated[Literal["utf-8", "base64"], Field(
+                description="how content is written: utf-8 text (default), or base64 for "
+                            "bytes")] = "utf-8",
+    ) -> CallToolResult:
+        """Store a file."""
+        try:
+            data = (base64.b64decode(content, validate=True) if encoding == "base64"
+                    else content.encode("utf-8"))
+        except (binascii.Error, UnicodeEncodeError) as exc:  # not base64; a lone surrogate
+            raise ToolError(f"content cannot be written as {encoding}: {exc}") from None
+        stored = self._sync(self.backend.write_file, path, data)
+        return _result(f"wrote {stored['name']!r} ({stored['size']} bytes)", stored)
+
+    def list_files(self, path: Annotated[str, Field(
+            description="a directory, relative to the working directory (default: the "
+                        "working directory)")] = "") -> CallToolResult:
+        """A directory's entries."""
+        listing = self._sync(self.backend.list_files, path)
+        return _result(mcp_text.files_text(path, listing), listing)
+
     async def _until_done(self, exec_id, ctx, wait=None):
         """The execution's record once it has its reply, or after ``wait`` seconds (None:
         no limit); a progress notification every PROGRESS_INTERVAL meanwhile."""
@@ -222,6 +277,19 @@ class Tools:
             self.backend.interrupt(exec_id)
         except BackendError:  # it ended meanwhile, or the server cannot be reached
             pass
+
+
+def _utf8(data):
+    """``data`` as text if it is UTF-8 without NUL bytes (a text file), else None."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if "\x00" in text else text
+
+
+def _base64(data):
+    return base64.b64encode(data).decode("ascii")
 
 
 def _result(note, structured, before=""):

@@ -7,6 +7,7 @@ standard library only.
 """
 
 IMAGE_MIMES = ("image/png", "image/jpeg")  # what MCP hosts show as images; SVG stays a note
+FILE_IMAGE_MIMES = IMAGE_MIMES + ("image/gif", "image/webp")  # read_file sends these as images
 # The kernel's refusals point at HTTP routes; over MCP the same hint names a tool.
 ROUTE_TOOLS = (("GET /states", "list_states"), ("GET /executions", "list_executions"))
 
@@ -114,6 +115,23 @@ def page_note(page):
     if page["capped"]:
         note += "; the text kept hit its cap (--max-full-output), so later text is lost"
     return note
+
+
+def file_note(found, shown):
+    """One line on a file read_file returns: its size, its type, and how it is shown."""
+    return f"{found['name']!r}: {found['size']} bytes, {found['content_type']}, {shown}"
+
+
+def files_text(path, listing):
+    """A directory's entries, one a line: directories end in '/'."""
+    where = repr(path) if path.strip("/") else "the working directory"
+    if not listing["files"]:
+        return f"{where} is empty"
+    lines = [f"{where}:"]
+    lines += [f"  {item['name']}/" if item["is_dir"] else
+              f"  {item['name']}  {item['size']} bytes  {item['mtime']}"
+              for item in listing["files"]]
+    return "\n".join(lines)
 
 
 def images(outputs):

@@ -24,6 +24,7 @@ MAX_POLL = 60.0   # seconds ?wait= may hold a request
 MAX_OFFSET = 10 ** 12   # the largest ?offset=
 DEFAULT_PAGE = 100_000  # characters of full output a page holds unless ?limit= says
 MAX_PAGE = 10 ** 7      # characters ?limit= may ask for
+CHUNK = 1 << 16         # bytes of a streamed body read at a time
 
 
 class BadRequest(Exception):
@@ -74,11 +75,45 @@ def _of_type(value, types):
     return isinstance(value, bool) == (types == BOOL) and isinstance(value, types)
 
 
-def _read_body(environ, max_body):
+def body_length(environ):
+    """The request body's length in bytes; None for a chunked body that the server
+    ends (``wsgi.input_terminated``); a 4xx for a body whose end cannot be known."""
+    length = _content_length(environ)
+    if length < 0 and environ.get("wsgi.input_terminated"):
+        return None
+    if length < 0 and environ.get("HTTP_TRANSFER_ENCODING"):
+        raise BadRequest(411, "send the body with a Content-Length header")
+    return max(length, 0)
+
+
+def body_chunks(environ, length, size=CHUNK):
+    """The body in pieces of at most ``size`` bytes: ``length`` bytes in all, or all
+    of it if ``length`` is None (``body_length``); a 408 if it stops short."""
+    stream, left = environ["wsgi.input"], length
+    while left is None or left > 0:
+        try:
+            chunk = stream.read(size if left is None else min(size, left))
+        except OSError:  # a socket timeout or reset: the body stopped coming
+            chunk = None
+        if not chunk:
+            if left is None and chunk is not None:
+                return
+            raise BadRequest(408, "the body stopped arriving before its end")
+        if left is not None:
+            left -= len(chunk)
+        yield chunk
+
+
+def _content_length(environ):
+    """The Content-Length header as a number; -1 if there is none."""
     try:
-        length = int(environ.get("CONTENT_LENGTH") or -1)
+        return int(environ.get("CONTENT_LENGTH") or -1)
     except ValueError:  # servers check the header; this is for those that do not
         raise BadRequest(400, "the Content-Length header is not a number") from None
+
+
+def _read_body(environ, max_body):
+    length = _content_length(environ)
     if length < 0 and environ.get("HTTP_TRANSFER_ENCODING"):
         raise BadRequest(411, "send the body with a Content-Length header")
     if length > max_body:

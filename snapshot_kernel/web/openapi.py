@@ -13,6 +13,7 @@ from importlib import metadata
 
 from ..errors import MAX_NAME_LENGTH, MAX_POSITIVE
 from ..execution import STATUSES
+from ..files import DEFAULT_MAX_FILE
 from ..kernel import DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT
 from .bodies import (DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS, INTERRUPT_FIELDS, MAX_OFFSET, MAX_PAGE,
                      MAX_POLL)
@@ -24,6 +25,8 @@ STREAMS = ("stdout", "stderr")
 COMMON_ERRORS = ("400", "401", "414", "431", "500", "501", "503", "505")
 # And the routes that read a body, these.
 BODY_ERRORS = ("400", "408", "411", "413")
+# And the routes that touch files, these.
+FILE_ERRORS = ("403", "404", "409")
 
 DESCRIPTION = """A Python execution server whose states you can branch. A state is an \
 immutable snapshot of a namespace; `execute_code` runs code on a private copy of one and, if \
@@ -33,19 +36,25 @@ Every route needs the token, as `Authorization: Bearer <token>` or as `?token=<t
 Every 4xx and 5xx reply is `{"error": "<what is wrong and how to fix it>"}` as JSON, and a \
 refused request changes nothing. A route asked with a method it does not serve answers 405 \
 with an `Allow` header; an unknown route answers 404. Code runs with the server's rights: \
-it is not a sandbox."""
+it is not a sandbox.
+
+Files: `/files/<path>` is a file of the server's working directory (`--workdir`), \
+`/files/<path>/` and `/files/` list a directory. A path that could leave that directory \
+(`..`, absolute, through a symbolic link, with a NUL byte) is a 400."""
 
 
-def document(max_body=None):
-    """The OpenAPI document of a server that refuses bodies over ``max_body`` bytes."""
+def document(max_body=None, max_file=DEFAULT_MAX_FILE):
+    """The OpenAPI document of a server that refuses JSON bodies over ``max_body`` bytes
+    and files over ``max_file``."""
     return {
         "openapi": "3.1.0",
         "info": {"title": "snapshot-kernel", "version": _version(), "description": DESCRIPTION},
         "tags": [{"name": "executions", "description": "Run code, follow and stop runs."},
                  {"name": "states", "description": "The stored states."},
+                 {"name": "files", "description": "The files of the working directory."},
                  {"name": "meta", "description": "This document."}],
         "security": [{"bearer": []}, {"token_query": []}],
-        "paths": _paths(),
+        "paths": {**_paths(), **_file_paths(max_file)},
         "components": {"schemas": _schemas(max_body),
                        "responses": _responses(),
                        "securitySchemes": SECURITY_SCHEMES},
@@ -138,6 +147,12 @@ def _schemas(max_body):
         "Deleted": obj({"deleted": TEXT}),
         "Interrupted": obj({"interrupted": TEXT}),
         "States": obj({"states": {"type": "array", "items": {"const": "initial"}}}),
+        "StateDiff": _diff(),
+        "FileStored": obj({"name": {**TEXT, "description": "the path, normalized"},
+                           "size": {**WHOLE, "description": "bytes"}}),
+        "FileListing": obj({"files": {"type": "array", "items": obj({
+            "name": TEXT, "size": {**WHOLE, "description": "bytes; 0 for a directory"},
+            "mtime": TIMESTAMP, "is_dir": FLAG}), "description": "sorted by name"}}),
     }
     schemas.update(_outputs())
     return schemas
@@ -229,6 +244,17 @@ def _state():
         "shared_bytes"], description="`checkpoint` and `progress` appear on checkpoints only.")
 
 
+def _diff():
+    variable = obj({"type": TEXT, "repr": TEXT})
+    return obj({
+        "from": TEXT, "to": TEXT,
+        "added": mapping(variable, "names only the second state has"),
+        "removed": mapping(variable, "names only the first state has"),
+        "changed": mapping(obj({"before": variable, "after": variable}),
+                           "names the two states hold different objects under"),
+    })
+
+
 def _outputs():
     """Jupyter-shaped output items, told apart by ``output_type``."""
     bundle = {"data": mapping({}, "mime type: value (`text/plain` always; images base64)"),
@@ -264,11 +290,15 @@ ERRORS = {
     "400": ("BadRequest", "The request is malformed: the body, a field, a name, a query "
                           "parameter, or the HTTP itself. The message says which."),
     "401": ("Unauthorized", "The token is missing or wrong. Nothing was done."),
-    "404": ("NotFound", "No such state or execution (records are kept a while after they end)."),
+    "403": ("Forbidden", "The server's user may not read or write that file."),
+    "404": ("NotFound", "No such state, execution or file (execution records are kept a "
+                        "while after they end)."),
     "408": ("BodyTimeout", "The body stopped arriving for --request-timeout seconds."),
-    "409": ("Conflict", "The name is taken, or the state is protected."),
+    "409": ("Conflict", "The name is taken, or the state is protected; for a file, the path "
+                        "names a directory where a file is needed or the other way round, or "
+                        "a directory to delete is not empty."),
     "411": ("LengthRequired", "A body sent with Transfer-Encoding and no Content-Length."),
-    "413": ("BodyTooLarge", "The body is larger than --max-body."),
+    "413": ("BodyTooLarge", "The body is larger than --max-body (a file: --max-file)."),
     "414": ("UriTooLong", "The request line is longer than --max-header."),
     "431": ("HeadersTooLarge", "The request line and headers are longer than --max-header."),
     "499": ("ClientGone", "The client closed the connection before the request ran; nothing "
@@ -278,6 +308,8 @@ ERRORS = {
     "503": ("Busy", "--max-running requests are waiting on cells, or --max-connections "
                     "connections are being served. Retry after Retry-After seconds."),
     "505": ("VersionNotSupported", "An HTTP version other than 1.x."),
+    "507": ("InsufficientStorage", "The disk, or the server user's quota, is full. Nothing "
+                                   "was stored."),
 }
 ERROR_HEADERS = {"401": {"WWW-Authenticate": header("`Bearer`")}, "503": RETRY}
 
@@ -352,6 +384,12 @@ def _paths():
                                 "keep what they use of it; 'initial' cannot be deleted (409).",
                                 json_reply("Deleted.", ref("Deleted")), "404", "409", "499",
                                 parameters=state)},
+        "/states/{name}/diff/{other}": {"get": operation(
+            "diff_states", "states", "What a branch did: the names the second state adds, "
+            "removes and holds other objects under than the first, with type and repr on "
+            "each side.", json_reply("The difference.", ref("StateDiff")), "404",
+            parameters=[path_name("name", "the first state (before)"),
+                        path_name("other", "the second state (after)")])},
         "/reset": {"post": operation(
             "reset_kernel", "states", "Drop every state but a fresh 'initial', and interrupt "
             "running executions (their replies say KernelReset).",
@@ -413,3 +451,47 @@ def _read_output(execution):
             query("limit", "characters at most (0: the default)",
                   {"type": "integer", "minimum": 0, "maximum": MAX_PAGE,
                    "default": DEFAULT_PAGE})])
+
+
+# -- files ---------------------------------------------------------------------------------
+
+FILE_PATH = {"type": "string", "minLength": 1,
+             "description": "relative to the working directory, '/' between directories"}
+
+
+def file_path(description):
+    return {"name": "path", "in": "path", "required": True, "description": description,
+            "schema": FILE_PATH}
+
+
+def _file_paths(max_file):
+    path = [file_path("the file")]
+    listing = json_reply("The directory's entries.", ref("FileListing"))
+    stored = json_reply("Stored.", ref("FileStored"))
+    write = operation(
+        "write_file", "files", "Store the body as the file, making the directories it needs; "
+        "an existing file is replaced whole.", stored, *FILE_ERRORS, "503", "507",
+        *BODY_ERRORS, parameters=path, requestBody={"required": True, "content": {
+            "application/octet-stream": {"schema": {"description": "the file's bytes"}}}},
+        description=f"Streamed to disk, never held in memory; up to --max-file ({max_file} "
+                    "bytes on this server: more is a 413 and nothing is stored). Sent "
+                    "chunked, the body is cut off at the limit. Counts towards --max-running.")
+    raw = {"description": "The file's bytes, with the media type its name suggests.",
+           "content": {"*/*": {"schema": {"description": "the file's bytes"}}},
+           "headers": {"Content-Length": header("bytes")}}
+    return {
+        "/files/": {"get": operation(
+            "list_files", "files", "List the working directory.", listing, *FILE_ERRORS)},
+        "/files/{path}/": {"get": operation(
+            "list_directory", "files", "List a directory below the working directory.",
+            listing, *FILE_ERRORS, parameters=[file_path("the directory")])},
+        "/files/{path}": {
+            "get": operation("read_file", "files", "A file's bytes, streamed.", raw,
+                             *FILE_ERRORS, "503", parameters=path,
+                             description="Counts towards --max-running until it is sent."),
+            "put": write,
+            "delete": operation("delete_file", "files", "Delete a file, a symbolic link "
+                                "(never what it points to) or an empty directory.",
+                                json_reply("Deleted.", ref("Deleted")), *FILE_ERRORS,
+                                parameters=path)},
+    }
