@@ -158,6 +158,70 @@ def test_a_sigkill_from_outside_is_reported_to_the_async_poller(crashable):
     assert_stops_cleanly(crashable)
 
 
+@pytest.fixture
+def memory_cgroup():
+    """``limit(pid)``: move ``pid`` into a new memory cgroup (under this process's own) that
+    holds OOM_LIMIT bytes, swap included. Skips where no cgroup can be made (not root,
+    no writable cgroup file system): an OOM kill cannot be caused safely otherwise."""
+    made = []
+
+    def limit(pid):
+        for directory, files in _cgroup_candidates():
+            try:
+                os.mkdir(directory)
+            except OSError:  # not ours to write: try the next kind, or skip
+                continue
+            made.append(directory)
+            for name in files:
+                if os.path.exists(os.path.join(directory, name)):
+                    with open(os.path.join(directory, name), "w") as limit_file:
+                        limit_file.write(str(OOM_LIMIT) if "swap" not in name else "0")
+            with open(os.path.join(directory, "cgroup.procs"), "w") as procs:
+                procs.write(str(pid))
+            return
+        pytest.skip("no memory cgroup can be made here")
+
+    yield limit
+    for directory in made:
+        deadline = time.monotonic() + TIMEOUT
+        while True:  # the killed process leaves it shortly
+            try:
+                os.rmdir(directory)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, f"{directory} stayed busy"
+                time.sleep(0.05)
+
+
+OOM_LIMIT = 300 << 20
+
+
+def _cgroup_candidates():
+    """``(new cgroup directory, limit files)`` for this process's memory cgroup, v1 or v2."""
+    name = f"snapshot-kernel-test-{os.getpid()}"
+    with open("/proc/self/cgroup") as lines:
+        entries = [line.rstrip("\n").split(":", 2) for line in lines]
+    for _, controllers, path in entries:
+        if "memory" in controllers.split(","):
+            yield (os.path.join("/sys/fs/cgroup/memory", path.lstrip("/"), name),
+                   ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"))
+        elif controllers == "":
+            yield (os.path.join("/sys/fs/cgroup", path.lstrip("/"), name),
+                   ("memory.max", "memory.swap.max"))
+
+
+def test_an_oom_kill_is_reported_as_likely_out_of_memory(start_server, memory_cgroup):
+    server = start_server()
+    memory_cgroup(server_process(server))
+    crash_with(server, "b = bytearray(2 * 10**9)", "hungry", "initial")
+    seconds_until_states_answer(server)
+    status, report = request_json(server, "GET", "/executions/hungry")
+    assert (status, report["status"]) == (200, "crashed")
+    assert (report["crash"]["signal"], report["crash"]["likely_out_of_memory"]) == \
+        ("SIGKILL", True)
+    assert "likely out of memory" in report["reply"]["error"]["evalue"]
+
+
 # -- a crash among concurrent clients -------------------------------------------------------
 
 
