@@ -41,6 +41,10 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 TAKEN = {*STOP_SIGNALS, signal.SIGCHLD}  # blocked in the supervisor, taken by sigtimedwait
 MAX_START_FAILURES = 5  # deaths by a signal before serving, in a row, before giving up
 FIRST_PAUSE = 0.1       # seconds before the second start after such a death; then doubled
+# The evidence that a SIGKILL was the OOM killer's: OOM kills counted since a reading at
+# most OOM_WINDOW s before it. Counting over the process's whole life would blame the OOM
+# killer for a `kill -9` long after another process ran out of memory.
+OOM_WINDOW = 60.0
 _PR_SET_PDEATHSIG = 1   # <linux/prctl.h>
 
 
@@ -56,13 +60,13 @@ def supervise(serve, stop_timeout):
     signal.pthread_sigmask(signal.SIG_BLOCK, TAKEN)
     crash, failures = None, 0
     while True:
-        oom_before = crashes.oom_kills()
+        oom_kills = crashes.oom_kills()
         pid = _fork(serve, crash, journal, prctl)
-        status, stopping = _wait(pid, stop_timeout)
+        status, stopping = _wait(pid, stop_timeout, oom_kills)
         if stopping:
             return _stopped_status(status)
         ready, running = journal.take()
-        cause = crashes.cause_of(status, oom_before, crashes.oom_kills())
+        cause = crashes.cause_of(status, oom_kills, crashes.oom_kills())
         if ready:
             failures = 0
             crash = crashes.Crash(cause, time.time(), running)
@@ -118,16 +122,19 @@ def _serve(serve, crash, journal, parent, prctl):
     return 0
 
 
-def _wait(pid, stop_timeout):
+def _wait(pid, stop_timeout, oom_kills):
     """``(wait status, whether a stop signal came)`` once process ``pid`` has ended. A stop
-    signal is passed on to it; ``stop_timeout`` s later, it is killed."""
+    signal is passed on to it; ``stop_timeout`` s later, it is killed. ``oom_kills`` (from
+    ``crashes.oom_kills``) is read again every OOM_WINDOW s meanwhile."""
     deadline = None
     while True:
-        left = 60.0 if deadline is None else deadline - time.monotonic()
+        left = OOM_WINDOW if deadline is None else deadline - time.monotonic()
         if left <= 0:
             os.kill(pid, signal.SIGKILL)
             return os.waitpid(pid, 0)[1], True
         taken = signal.sigtimedwait(TAKEN, left)
+        if taken is None and deadline is None:
+            oom_kills.update(crashes.oom_kills())
         if taken is not None and taken.si_signo in STOP_SIGNALS and deadline is None:
             deadline = time.monotonic() + stop_timeout
             os.kill(pid, taken.si_signo)
