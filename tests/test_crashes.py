@@ -158,6 +158,21 @@ def test_a_sigkill_from_outside_is_reported_to_the_async_poller(crashable):
     assert_stops_cleanly(crashable)
 
 
+def test_checkpoints_a_crashed_cell_stored_are_kept_and_listed(start_server, tmp_path):
+    server = start_server(flags=["--state-dir", str(tmp_path / "states")])
+    code = "x = 1\ncheckpoint(progress='half')\nx = 2\nimport os\nos._exit(3)"
+    crash_with(server, code, "halfway", "initial")
+    _, states = seconds_until_states_answer(server)
+    assert "halfway@1" in states
+    status, report = request_json(server, "GET", "/executions/halfway")
+    assert (report["status"], [point["state_name"] for point in report["checkpoints"]]) == \
+        ("crashed", ["halfway@1"])
+    assert "the last is 'halfway@1'" in report["reply"]["error"]["evalue"]
+    status, reply = request_json(server, "POST", "/execute",
+                                 {"code": "x", "state_name": "halfway@1"})
+    assert reply["output"][-1]["data"]["text/plain"] == "1"
+
+
 @pytest.fixture
 def memory_cgroup():
     """``limit(pid)``: move ``pid`` into a new memory cgroup (under this process's own) that
