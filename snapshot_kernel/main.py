@@ -318,8 +318,9 @@ def main(argv=None):
         sys.exit(f"snapshot-kernel: cannot listen on {args.bind[0]}:{args.bind[1]} ({exc})")
     if args.no_supervisor:
         serve(args, listener)
-    # The supervisor kills a server process still there just before the 5 s a stop may take.
-    sys.exit(supervise(functools.partial(serve, args, listener), SHUTDOWN_TIMEOUT - 0.25))
+    # The supervisor kills a server process still there 0.1 s after it should have exited
+    # (serve_until_signalled), and so within the 5 s a stop may take, whatever a cell holds.
+    sys.exit(supervise(functools.partial(serve, args, listener), SHUTDOWN_TIMEOUT - 0.4))
 
 
 def serve(args, listener, crash=None, journal=None):

@@ -145,10 +145,13 @@ def _wait(pid, stop_timeout, oom_kills):
 
 def _stopped_status(status):
     """The supervisor's exit status once its server process has stopped as asked."""
-    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+    if not os.WIFSIGNALED(status):
+        return os.waitstatus_to_exitcode(status)
+    if os.WTERMSIG(status) == signal.SIGKILL:
         _say("the server process did not stop in time and was killed")
         return 0  # as a server alone would have: it exits at its deadline, whatever runs
-    return os.waitstatus_to_exitcode(status)
+    _say(f"the server process {crashes.cause_of(status, {}, {})['cause']} while stopping")
+    return 1
 
 
 def _stop_signal_within(seconds):

@@ -324,6 +324,21 @@ def test_a_crash_among_four_busy_clients_loses_nothing_acknowledged(crashable):
 # -- the supervisor itself ---------------------------------------------------------------------
 
 
+def test_sigterm_stops_the_server_even_while_a_cell_holds_the_gil(start_server):  # noqa: F811
+    """A regular expression that backtracks for ages never lets the server process's main
+    thread run its stop; the supervisor kills it at the deadline instead."""
+    server = start_server()
+    code = "import re, time\ntime.sleep(0.3)\nre.match(r'(a+)+$', 'a' * 40 + 'b')"
+    status, _ = request_json(server, "POST", "/execute",
+                             {"code": code, "state_name": "initial", "wait": False})
+    assert status == 202
+    time.sleep(1)  # the expression has the GIL now
+    started = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    assert server.process.wait(SHUTDOWN_TIMEOUT + 1) == 0
+    assert time.monotonic() - started < SHUTDOWN_TIMEOUT + 0.5  # 5 s, and a loaded machine's slack
+
+
 def test_a_server_process_dying_at_every_start_makes_the_supervisor_give_up(tmp_path):
     """A crash loop is bounded, paced, and explained on stderr."""
     code = ("import os, signal, sys\n"
