@@ -320,7 +320,9 @@ def main(argv=None):
         serve(args, listener)
     # The supervisor kills a server process still there 0.1 s after it should have exited
     # (serve_until_signalled), and so within the 5 s a stop may take, whatever a cell holds.
-    sys.exit(supervise(functools.partial(serve, args, listener), SHUTDOWN_TIMEOUT - 0.4))
+    with listener:
+        status = supervise(functools.partial(serve, args, listener), SHUTDOWN_TIMEOUT - 0.4)
+    sys.exit(status)
 
 
 def serve(args, listener, crash=None, journal=None):

@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -356,6 +357,18 @@ def test_a_server_process_dying_at_every_start_makes_the_supervisor_give_up(tmp_
     assert done.stderr.count("before it could serve") == supervisor.MAX_START_FAILURES
     assert "SIGSEGV" in done.stderr and "giving up" in done.stderr
     assert "listening" not in done.stderr
+
+
+def test_a_port_in_use_is_refused_before_any_server_process_starts():
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "snapshot_kernel.main", "--bind",
+                               f"127.0.0.1:{port}"], env=server_env(TOKEN),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=TIMEOUT)
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_a_sigkill_of_the_supervisor_ends_its_server_process(start_server):  # noqa: F811
