@@ -48,6 +48,11 @@ def parse_args(argv=None):
                              f"expression's repr (default {k.DEFAULT_OUTPUT_LIMIT})")
     parser.add_argument("--max-body", type=_positive_int, default=DEFAULT_MAX_BODY,
                         help=f"largest request body in bytes (default {DEFAULT_MAX_BODY})")
+    parser.add_argument("--no-supervisor", action="store_true",
+                        help="serve from this process alone: a cell that crashes it (a "
+                             "segfault, os._exit, the OOM killer) ends the server. By default "
+                             "a small parent process holds the socket and starts a new server "
+                             "process at once, and the executions the crash ended say so")
     _add_connection_limits(parser)
     _add_kernel_options(parser)
     args = parser.parse_args(argv)
@@ -122,13 +127,14 @@ def enter_workdir(args):
     return Workdir(os.getcwd(), args.max_file)
 
 
-def kernel_from(args):
-    """The SnapshotKernel the parsed ``args`` describe."""
+def kernel_from(args, crash=None, journal=None):
+    """The SnapshotKernel the parsed ``args`` describe; in a supervised server process, told
+    how the last one died (``crash``) and where to note running executions (``journal``)."""
     return k.SnapshotKernel(timeout=args.timeout or None, output_limit=args.max_output,
                             image_limit=args.max_image, keep_results=args.keep_results,
                             full_output_limit=args.max_full_output,
                             copy_on_write=args.copy_on_write, state_dir=args.state_dir,
-                            max_memory=args.max_memory)
+                            max_memory=args.max_memory, crash=crash, journal=journal)
 
 
 def _host_port(text):

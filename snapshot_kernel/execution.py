@@ -22,7 +22,7 @@ from .runtime.capture import Capture
 # Phases of an execution: an interrupt is raised only while it is RUNNING.
 STARTING, RUNNING, DONE = "starting", "running", "done"
 # What GET /executions/<id> says of it.
-STATUSES = ("running", "completed", "failed", "interrupted", "timed_out", "stuck")
+STATUSES = ("running", "completed", "failed", "interrupted", "timed_out", "stuck", "crashed")
 DEFAULT_KEEP_SECONDS = 3600.0  # how long a finished execution's record is kept
 DEFAULT_KEEP_COUNT = 1000      # and how many of them at most
 
@@ -99,11 +99,14 @@ class Execution:
     every_calls: int = 0      # calls of checkpoint_every so far
     client_gone: object = None  # for a cell run on its caller's thread: true once the caller left
     on_abandon: object = None   # ... and called with the reply if it is given up on (stuck)
+    crash: Optional[dict] = None  # how the server process running it died (crashes.cause_of)
 
     @property
     def status(self):
         if not self.done.is_set():
             return "running"
+        if self.crash is not None:
+            return "crashed"
         if self.stuck and not self.ended:
             return "stuck"
         error = self.reply["error"]
@@ -124,7 +127,8 @@ class Execution:
                 "timeout": self.timeout, "interrupted": self.interrupt_reason is not None,
                 "interrupt_reason": self.interrupt_reason, "stuck": self.stuck,
                 "thread_id": self.thread_id, "progress": self.progress,
-                "checkpoints": list(self.checkpoints)}
+                "checkpoints": list(self.checkpoints),
+                **({} if self.crash is None else {"crash": dict(self.crash)})}
 
     def report(self):
         """What GET /executions/<id> says: the summary, the output so far, and the
@@ -153,16 +157,23 @@ class Executions:
         self.finished.pop(run.exec_id, None)  # a finished one's id may be used again
         self.running[run.exec_id] = run
 
-    def restored(self, summary):
-        """Keep the record of an execution that a restart ended (its summary as saved)."""
+    def restored(self, summary, crash=None, states_kept=True):
+        """Keep the record of an execution that a restart ended (its summary as saved), or
+        that a ``crashes.Crash`` of the server process ended; ``states_kept`` says whether
+        the states from before it are still there (with a state directory)."""
         run = Execution(summary["exec_id"], "", summary["state_name"],
                         summary["new_state_name"], -1, Capture(), "", summary["timeout"], None,
-                        interrupt_reason="restart", checkpoints=summary["checkpoints"],
-                        progress=summary["progress"])
+                        interrupt_reason=None if crash else "restart",
+                        checkpoints=summary["checkpoints"], progress=summary["progress"],
+                        crash=crash and crash.cause)
         last = run.checkpoints[-1]["state_name"] if run.checkpoints else None
-        error = kernel_error("KernelRestart", "the server stopped while this cell ran; nothing "
-                             "but its checkpoints was stored" + (f"; the last is {last!r}"
-                                                                 if last else ""))
+        if crash is None:
+            error = kernel_error("KernelRestart", "the server stopped while this cell ran; "
+                                 "nothing but its checkpoints was stored"
+                                 + (f"; the last is {last!r}" if last else ""))
+        else:
+            _since_crash(run, summary, crash.died_at)
+            error = crash_error(crash.cause, last, states_kept)
         run.reply = {"output": [{"output_type": "error", **error}], "state_name": None,
                      "error": error, "exec_id": run.exec_id, "parent": run.state_name,
                      "checkpoints": run.checkpoints}
@@ -187,6 +198,25 @@ class Executions:
                 break
             self.finished.popitem(last=False)
             oldest.capture.discard()
+
+
+def _since_crash(run, summary, died_at):
+    """Date a crashed execution as it ran: ``started`` as saved, ``elapsed`` (once
+    ``Executions.end`` has ended it, now) up to the crash."""
+    run.started_at = datetime.fromisoformat(summary["started"]).timestamp()
+    run.started = time.monotonic() - max(0.0, died_at - run.started_at)
+
+
+def crash_error(cause, last_checkpoint, states_kept):
+    """The error of an execution that was running when the server process died."""
+    if states_kept:
+        kept = "nothing but its checkpoints was stored" + (
+            f"; the last is {last_checkpoint!r}" if last_checkpoint else "")
+    else:
+        kept = ("every state but 'initial' was lost with it: start the server with "
+                "--state-dir to keep them across a crash")
+    return kernel_error("KernelCrash", f"the server process {cause['cause']} while this cell "
+                        f"ran, and a new one took over; {kept}")
 
 
 def stuck_error(run, grace):

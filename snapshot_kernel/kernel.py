@@ -56,7 +56,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
                  repr_limit=DEFAULT_REPR_LIMIT, grace=DEFAULT_GRACE, copy_mode=TOUCHED,
                  image_limit=DEFAULT_IMAGE_LIMIT, copy_on_write=cow.THRESHOLD,
                  keep_results=None, full_output_limit=capture.DEFAULT_FULL_LIMIT,
-                 state_dir=None, max_memory=None):
+                 state_dir=None, max_memory=None, crash=None, journal=None):
         """``timeout`` and ``output_limit`` are defaults for executions (None: no
         limit). ``copy_mode`` says what an execution copies in before its cell runs
         (``storage.Working.open``); buffers of ``copy_on_write`` bytes or more are kept
@@ -64,7 +64,10 @@ class SnapshotKernel(Deadlines, Checkpointing):
         records are kept ``keep_results`` seconds (``execution.Executions``). With a
         ``state_dir``, every state is saved there before it is announced, and the states
         found there are loaded (``store``); ``max_memory`` then bounds the bytes of
-        stored objects kept in memory."""
+        stored objects kept in memory. In a server process that a supervisor forked,
+        ``crash`` says how the last one died (its executions are reported ``crashed``),
+        and without a state directory, running executions are noted in ``journal``
+        (``crashes``)."""
         for patch in (capture, interrupt, plots, display, checkpoints, mainmodule):
             patch.install()
         self._initial_process = None  # the server's settings, read when the first cell runs
@@ -89,19 +92,23 @@ class SnapshotKernel(Deadlines, Checkpointing):
         self._closed = False
         self._supervising = False
         self._auto_names = itertools.count(1)
-        if self._store is not None:
-            self._open_store()
+        self._journal = journal if self._store is None else None  # a store notes them itself
+        ended = self._open_store() if self._store is not None else []
+        if crash is not None:
+            ended += crash.running
+        for summary in ended:
+            self._runs.restored(summary, crash, states_kept=self._store is not None)
 
     def _open_store(self):
-        """Take the states the state directory holds, or give it ``initial``."""
+        """Take the states the state directory holds, or give it ``initial``; the summaries
+        of the executions that were running when the last server stopped."""
         self._store.buffers = self.buffers
         loaded = self._store.load()
         if loaded is None:
             self._store.save(self._states[INITIAL])
-            return
+            return []
         self._states, ended = loaded
-        for summary in ended:
-            self._runs.restored(summary)
+        return ended
 
     # -- states -----------------------------------------------------------------
 
@@ -266,6 +273,8 @@ class SnapshotKernel(Deadlines, Checkpointing):
         run = self._begin(code, state_name, exec_id, new_state_name, *limits, **hooks)
         if self._store is not None:  # so a restart can say it ended there
             self._store.running(exec_id, run.summary())
+        elif self._journal is not None:  # so the next server process can say it crashed
+            self._journal.running(run)
         return run
 
     def wait(self, exec_id, timeout=None):
@@ -466,6 +475,8 @@ class SnapshotKernel(Deadlines, Checkpointing):
                     state, outcome = None, Outcome(error=failure)
             if state is None:  # before the reply, so a restart cannot report it as running
                 self._store.ended(run.exec_id)
+        elif self._journal is not None:  # likewise: a crash after the reply ended nothing
+            self._journal.ended(run.exec_id)
         with self._lock:
             if self._reserved.get(run.new_state_name) is run:
                 del self._reserved[run.new_state_name]

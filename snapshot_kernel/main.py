@@ -8,6 +8,7 @@ An exception raised by a cell is not an HTTP error: it is a 200 whose ``error``
 is set.
 """
 
+import functools
 import hmac
 import json
 import os
@@ -26,8 +27,9 @@ from .files import Workdir
 from .render import render_text
 from .states.store import StoreError
 from .cli import DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, enter_workdir, kernel_from, parse_args
-from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, error_body, exit_now,
-                         make_server, serve_until_signalled)
+from .supervisor import supervise
+from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, SHUTDOWN_TIMEOUT, error_body,
+                         exit_now, listening_socket, make_server, serve_until_signalled)
 
 KERNEL_ERROR_STATUS = {
     errors.InvalidArgument: 400,
@@ -377,13 +379,34 @@ def main(argv=None):
     args = parse_args(argv)
     files = enter_workdir(args)
     try:
-        kernel = kernel_from(args)
+        listener = listening_socket(args.bind)
+    except OSError as exc:
+        sys.exit(f"snapshot-kernel: cannot listen on {args.bind[0]}:{args.bind[1]} ({exc})")
+    if args.no_supervisor:
+        serve(args, listener, files)
+    # The supervisor kills a server process still there 0.1 s after it should have exited
+    # (serve_until_signalled), and so within the 5 s a stop may take, whatever a cell holds.
+    with listener:
+        status = supervise(functools.partial(serve, args, listener, files),
+                           SHUTDOWN_TIMEOUT - 0.4)
+    sys.exit(status)
+
+
+def serve(args, listener, files, crash=None, journal=None):
+    """Serve on ``listener`` (and ``files``, the working directory) until SIGINT or
+    SIGTERM, then end the process; in a supervised
+    server process, with the ``crash`` that ended the last one, noting executions in
+    ``journal`` (``supervisor.supervise``)."""
+    try:
+        kernel = kernel_from(args, crash, journal)
     except StoreError as exc:
         sys.exit(f"snapshot-kernel: {exc}")
     app = create_app(kernel, args.token, args.max_body, args.max_running, files)
     server = make_server(app, args.bind, args.threads, args.max_connections, args.max_header,
-                         args.request_timeout)
+                         args.request_timeout, listener)
     server.prepare()
+    if journal is not None:
+        journal.ready()
     host, port = server.bind_addr[:2]
     print(f"snapshot-kernel listening on http://{host}:{port}", file=sys.stderr, flush=True)
     serve_until_signalled(server, kernel.close)  # kernel.close: waiting requests answer at once

@@ -69,7 +69,8 @@ DESCRIPTIONS = {
         "List the running executions (elapsed time, progress hint, checkpoints, stuck) and "
         "the recently finished ones."),
     "get_execution": (
-        "An execution's status (running, completed, failed, interrupted, timed_out, stuck), "
+        "An execution's status (running, completed, failed, interrupted, timed_out, stuck, "
+        "crashed: the server process died while it ran, and `crash` says how), "
         "its output so far and its latest progress hint; once it has finished, the same "
         "result execute_code gives. Set wait to wait that many seconds for it to finish."),
     "read_output": (

@@ -42,6 +42,7 @@ _SEALS = getattr(fcntl, "F_SEAL_WRITE", 0) | getattr(fcntl, "F_SEAL_SHRINK", 0) 
     fcntl, "F_SEAL_GROW", 0)
 _PRESENT, _SWAPPED, _FILE = 1 << 63, 1 << 62, 1 << 61  # bits of a pagemap entry
 _MAP_FIXED = 0x10  # Linux; the mmap module does not export it
+_FEW_PAGES = 64    # pagemap entries read without numpy, which a server needs only if cells do
 # Spares change in weakref finalizers, which the garbage collector may run in any thread,
 # even one holding the lock: so it is reentrant. Freezing has a lock of its own.
 _spares_lock = threading.RLock()
@@ -125,9 +126,13 @@ class Mapping(mmap.mmap):
 
     def private_pages(self):
         """Indices of the pages this mapping holds a private copy of (written since mapped)."""
-        import numpy as np
         pages = -(-len(self) // PAGE)
-        entries = np.frombuffer(_pagemap.read(self.address // PAGE, pages), dtype=np.uint64)
+        entries = _pagemap.read(self.address // PAGE, pages)
+        if pages <= _FEW_PAGES:  # without numpy: the probe at start must not import it
+            return frozenset(page for page, entry in enumerate(memoryview(entries).cast("Q"))
+                             if entry & _PRESENT and not entry & _FILE or entry & _SWAPPED)
+        import numpy as np
+        entries = np.frombuffer(entries, dtype=np.uint64)
         private = ((entries & _PRESENT) != 0) & ((entries & _FILE) == 0)
         private |= (entries & _SWAPPED) != 0
         return frozenset(np.nonzero(private)[0].tolist())

@@ -132,10 +132,19 @@ def _schemas(max_body):
                                                               "stream's whole text"}}),
         "ExecutionReply": _reply(),
         "Started": obj({"exec_id": TEXT, "status": {"const": "running"}, "location": TEXT}),
-        "ExecutionSummary": obj(_summary()),
+        "Crash": obj({"cause": {**TEXT, "description": "how the server process died, e.g. "
+                                                      "'was killed by SIGSEGV (Segmentation "
+                                                      "fault)'"},
+                      "signal": {**nullable(TEXT), "description": "SIGSEGV, SIGABRT, SIGKILL, "
+                                                                  "...; null for an exit"},
+                      "exit_status": nullable({"type": "integer"}),
+                      "likely_out_of_memory": {**FLAG, "description": "a SIGKILL while the "
+                                               "kernel's count of OOM kills rose"}}),
+        "ExecutionSummary": obj(_summary(), _SUMMARY_ALWAYS, description=_CRASHED),
         "Execution": obj({**_summary(), "output": {"type": "array", "items": ref("Output")},
                           "reply": nullable(ref("ExecutionReply"))},
-                         description="`reply` is null while the execution runs."),
+                         [*_SUMMARY_ALWAYS, "output", "reply"],
+                         description="`reply` is null while the execution runs. " + _CRASHED),
         "ExecutionList": obj({"executions": _list_of("ExecutionSummary"),
                               "finished": _list_of("ExecutionSummary")}),
         "OutputPage": obj({"exec_id": TEXT, "stream": {"enum": list(STREAMS)}, "offset": WHOLE,
@@ -220,6 +229,10 @@ def _reply():
         description="A cell that raised is still a 200: `error` is set and no state is stored.")
 
 
+_CRASHED = ("`crash` is there when `status` is `crashed`: the server process died while the "
+            "execution ran (a supervisor started a new one).")
+
+
 def _summary():
     return {"exec_id": TEXT, "status": {"enum": list(STATUSES)}, "state_name": TEXT,
             "new_state_name": nullable(TEXT), "started": TIMESTAMP,
@@ -227,7 +240,10 @@ def _summary():
             "timeout": nullable({"type": "number"}), "interrupted": FLAG,
             "interrupt_reason": nullable({"enum": list(INTERRUPT_REASONS)}), "stuck": FLAG,
             "thread_id": nullable({"type": "integer"}), "progress": nullable(TEXT),
-            "checkpoints": _list_of("Checkpoint")}
+            "checkpoints": _list_of("Checkpoint"), "crash": ref("Crash")}
+
+
+_SUMMARY_ALWAYS = [name for name in _summary() if name != "crash"]
 
 
 def _state():

@@ -232,17 +232,27 @@ class Server(cheroot.wsgi.Server):
 
     ConnectionClass = Connection
 
-    def __init__(self, bind, app, threads, max_connections, max_head, request_timeout):
+    def __init__(self, bind, app, threads, max_connections, max_head, request_timeout,
+                 listener=None):
         # A listen backlog that fills drops SYNs, and their clients retry only after a second.
         super().__init__(bind, app, numthreads=threads, server_name="snapshot-kernel",
                          request_queue_size=socket.SOMAXCONN, timeout=request_timeout,
                          shutdown_timeout=WORKER_STOP_TIMEOUT)
+        self.listener = listener
         self.gateway = Gateway
         self.max_head = max_head
         self.max_request_header_size = max_head
         self.keep_alive_conn_limit = None  # max_connections bounds idle connections too
         self.max_connections = max_connections
         self.slots = threading.BoundedSemaphore(max_connections)
+
+    def bind(self, family, type, proto=0):
+        """Where Cheroot's ``prepare`` makes its socket: the ``listener`` given, if any."""
+        if self.listener is None:
+            return super().bind(family, type, proto)
+        self.socket = self.listener
+        self.bind_addr = self.resolve_real_bind_addr(self.listener)
+        return self.socket
 
     def process_conn(self, conn):
         """Give ``conn`` to a worker once its request head has arrived; never blocks."""
@@ -297,9 +307,36 @@ class Server(cheroot.wsgi.Server):
 
 
 def make_server(app, bind, threads, max_connections=DEFAULT_MAX_CONNECTIONS,
-                max_head=DEFAULT_MAX_HEAD, request_timeout=DEFAULT_REQUEST_TIMEOUT):
-    """A ``Server`` for ``app``; call ``prepare()`` to bind it."""
-    return Server(bind, app, threads, max_connections, max_head, request_timeout)
+                max_head=DEFAULT_MAX_HEAD, request_timeout=DEFAULT_REQUEST_TIMEOUT,
+                listener=None):
+    """A ``Server`` for ``app``; call ``prepare()`` to bind it to ``bind``, or to take
+    ``listener``, a socket from ``listening_socket``."""
+    return Server(bind, app, threads, max_connections, max_head, request_timeout, listener)
+
+
+def listening_socket(bind):
+    """A socket bound to ``bind`` (host, port) and listening, made as Cheroot makes its
+    own (TCP_NODELAY, which accepted connections inherit; SO_REUSEADDR unless port 0),
+    for a supervisor to hold while server processes come and go."""
+    host, port = bind
+    try:
+        found = socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0,
+                                   socket.AI_PASSIVE)
+    except socket.gaierror:  # as Cheroot: try the address as it is written
+        found = [(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, 0,
+                  "", bind)]
+    failures = []
+    for family, kind, proto, _, address in found:
+        sock = cheroot.server.HTTPServer.prepare_socket(bind, family, kind, proto, True, None)
+        try:
+            sock.bind(address)
+        except OSError as exc:  # in use, or not an address of this machine: try the next
+            sock.close()
+            failures.append(str(exc))
+            continue
+        sock.listen(socket.SOMAXCONN)
+        return sock
+    raise OSError("; ".join(failures) or f"{host!r} has no address")
 
 
 # -- the process ------------------------------------------------------------------------
@@ -333,6 +370,9 @@ def _install_signal_handlers(server, stopping):
     """SIGINT and SIGTERM set ``stopping``; processes that cells fork get neither handler."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, lambda *_: stopping.set())
+    # A supervised server process starts with them blocked (supervisor.py): one that came
+    # meanwhile is delivered now, to its handler.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     os.register_at_fork(before=functools.partial(signal.pthread_sigmask, signal.SIG_BLOCK,
                                                  STOP_SIGNALS),
                         after_in_parent=functools.partial(signal.pthread_sigmask,

@@ -1,0 +1,206 @@
+"""What a crashed server process leaves to the next one: how it died, and what it ran.
+
+The supervisor (``supervisor.py``) forks each server process. When one dies
+unasked, it reads the wait status (``cause_of``), compares the counts of the
+kernel's OOM kills from before and after (``oom_kills``), and hands a ``Crash``
+to the next server process, which reports the executions that were running as
+``crashed``. The next process is forked from the supervisor, so the ``Crash``
+reaches it as an argument, in the memory it starts with.
+
+Which executions were running: with --state-dir, the state directory's
+``running`` table says (``states.store``), updated in the transaction that
+saves a state. Without it, a ``Journal``: a table in memory shared by the
+supervisor and its server processes (one anonymous ``MAP_SHARED`` mapping made
+before the first fork), which outlives the process that writes it. Noting an
+execution there costs two writes to memory, no system call.
+"""
+
+import mmap
+import os
+import signal
+import struct
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+_READY = 0         # header byte: 1 once the server process serves
+_USED = 4          # header, 4 bytes: slots written so far (the rest were never touched)
+_HEADER = 4096     # bytes before the first slot
+_SLOT = 2048       # bytes a slot: a 4-byte length, then a record (UTF-8) or nothing
+DEFAULT_SLOTS = 4096  # executions noted at once; more still run, unnoted
+_SEPARATOR = "\x1f"   # no name holds it: names are printable (errors.check_name)
+
+
+@dataclass(frozen=True)
+class Crash:
+    """How the last server process died (``cause_of``), when, and the executions the
+    journal says it was running (summaries, as ``states.store`` keeps them)."""
+
+    cause: dict
+    died_at: float  # time.time()
+    running: tuple = field(default_factory=tuple)
+
+
+class Journal:
+    """The executions a server process runs, in memory that outlives the process.
+
+    The server process calls ``ready``, ``running`` and ``ended`` (from any
+    thread); the supervisor calls ``take`` once that process has died, and
+    before it forks the next. A record is written before its length, so a
+    process killed between the two leaves a slot that reads as empty.
+    """
+
+    def __init__(self, slots=DEFAULT_SLOTS):
+        self._map = mmap.mmap(-1, _HEADER + slots * _SLOT)  # MAP_SHARED|MAP_ANONYMOUS
+        self._slots = slots
+        self._lock = threading.Lock()
+        self._free = []   # slots written before and free again: reused first
+        self._held = {}   # exec_id -> slot
+
+    def ready(self):
+        """The server process serves: a death from now on is no start-up failure."""
+        self._map[_READY] = 1
+
+    def running(self, run):
+        """Note execution ``run`` (an ``execution.Execution``) as running."""
+        record = _SEPARATOR.join((run.exec_id, run.state_name, run.new_state_name or "",
+                                  repr(run.started_at), repr(run.timeout))).encode("utf-8")
+        if len(record) > _SLOT - 4:
+            return  # cannot happen with names of 128 characters; the crash report omits it
+        with self._lock:
+            slot = self._free.pop() if self._free else self._new_slot()
+            if slot is None:
+                return
+            self._held[run.exec_id] = slot
+        offset = _HEADER + slot * _SLOT
+        self._map[offset + 4:offset + 4 + len(record)] = record
+        struct.pack_into("<I", self._map, offset, len(record))
+
+    def ended(self, exec_id):
+        """Execution ``exec_id`` is no longer running."""
+        with self._lock:
+            slot = self._held.pop(exec_id, None)
+            if slot is None:
+                return
+            struct.pack_into("<I", self._map, _HEADER + slot * _SLOT, 0)
+            self._free.append(slot)
+
+    def _new_slot(self):
+        used = struct.unpack_from("<I", self._map, _USED)[0]
+        if used == self._slots:
+            return None
+        struct.pack_into("<I", self._map, _USED, used + 1)
+        return used
+
+    def take(self):
+        """``(ready, summaries of the executions noted)`` that the last server process
+        left; the journal is empty afterwards, for the next one."""
+        ready = self._map[_READY] == 1
+        used = min(struct.unpack_from("<I", self._map, _USED)[0], self._slots)
+        summaries = []
+        for slot in range(used):
+            offset = _HEADER + slot * _SLOT
+            length = struct.unpack_from("<I", self._map, offset)[0]
+            if 0 < length <= _SLOT - 4:
+                summary = _summary(self._map[offset + 4:offset + 4 + length])
+                if summary is not None:
+                    summaries.append(summary)
+        end = _HEADER + used * _SLOT
+        self._map[:end] = bytes(end)
+        return ready, tuple(summaries)
+
+
+def _summary(record):
+    """The summary of a journal record, as ``states.store`` keeps one; None if torn."""
+    try:
+        exec_id, state_name, new_state_name, started_at, timeout = \
+            record.decode("utf-8").split(_SEPARATOR)
+        started = datetime.fromtimestamp(float(started_at), timezone.utc).isoformat()
+        timeout = None if timeout == "None" else float(timeout)
+    except ValueError:  # a record cut short (UnicodeDecodeError is one): nothing to report
+        return None
+    return {"exec_id": exec_id, "state_name": state_name,
+            "new_state_name": new_state_name or None, "started": started, "timeout": timeout,
+            "progress": None, "checkpoints": []}
+
+
+# -- the cause ----------------------------------------------------------------------------
+
+
+def cause_of(status, oom_before, oom_after):
+    """What ``crash`` says of a server process that ended with wait ``status``: the signal
+    or exit status, and whether the OOM killer likely did it (a SIGKILL while one of
+    ``oom_kills()``'s counts rose: the same evidence an operator would read)."""
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        name = _signal_name(signum)
+        cause = f"was killed by {name}"
+        description = signal.strsignal(signum)
+        if description:
+            cause += f" ({description})"
+        evidence = _oom_evidence(oom_before, oom_after) if signum == signal.SIGKILL else None
+        if evidence:
+            cause += f", likely out of memory: {evidence}"
+        return {"cause": cause, "signal": name, "exit_status": None,
+                "likely_out_of_memory": bool(evidence)}
+    code = os.waitstatus_to_exitcode(status)
+    return {"cause": f"exited with status {code} (os._exit, or exit() in C code)",
+            "signal": None, "exit_status": code, "likely_out_of_memory": False}
+
+
+def _signal_name(signum):
+    try:
+        return signal.Signals(signum).name
+    except ValueError:  # a real-time signal, which has no name
+        return f"signal {signum}"
+
+
+def _oom_evidence(before, after):
+    rose = [f"{where} counts {after[where] - count} more OOM kill(s)"
+            for where, count in before.items() if after.get(where, count) > count]
+    return "; ".join(rose)
+
+
+def oom_kills(proc="/proc", cgroups="/sys/fs/cgroup"):
+    """``{file: count of OOM kills}`` from every source readable here: this process's
+    memory cgroup (v2 ``memory.events``, v1 ``memory.oom_control``), then the whole
+    machine's (``/proc/vmstat``)."""
+    counts = {}
+    for path in _cgroup_files(proc, cgroups) + [os.path.join(proc, "vmstat")]:
+        count = _oom_kill_line(path)
+        if count is not None:
+            counts[path] = count
+    return counts
+
+
+def _cgroup_files(proc, cgroups):
+    try:
+        with open(os.path.join(proc, "self", "cgroup")) as lines:
+            entries = [line.rstrip("\n").split(":", 2) for line in lines]
+    except OSError:  # no /proc: no cgroup to read
+        return []
+    files = []
+    for entry in entries:
+        if len(entry) != 3:
+            continue
+        _, controllers, path = entry
+        if controllers == "":  # v2, mounted alone or beside v1 ("unified")
+            files += [os.path.join(cgroups, *mount, path.lstrip("/"), "memory.events")
+                      for mount in ((), ("unified",))]
+        elif "memory" in controllers.split(","):
+            files.append(os.path.join(cgroups, "memory", path.lstrip("/"),
+                                      "memory.oom_control"))
+    return files
+
+
+def _oom_kill_line(path):
+    """The number on the file's ``oom_kill N`` line; None if unreadable or absent."""
+    try:
+        with open(path) as lines:
+            for line in lines:
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    return int(value)
+    except OSError:  # not mounted, not ours to read: no evidence from it
+        pass
+    return None
