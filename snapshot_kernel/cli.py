@@ -10,6 +10,7 @@ from .runtime import capture
 from .states import cow
 from . import kernel as k
 from .execution import DEFAULT_KEEP_SECONDS
+from .web.bodies import DEFAULT_MAX_IMPORT
 from .web.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD, DEFAULT_REQUEST_TIMEOUT
 
 TOKEN_ENV = "SNAPSHOT_KERNEL_TOKEN"
@@ -46,7 +47,10 @@ def parse_args(argv=None):
                         help="characters kept of each output stream and of the last "
                              f"expression's repr (default {k.DEFAULT_OUTPUT_LIMIT})")
     parser.add_argument("--max-body", type=_positive_int, default=DEFAULT_MAX_BODY,
-                        help=f"largest request body in bytes (default {DEFAULT_MAX_BODY})")
+                        help=f"largest JSON request body in bytes (default {DEFAULT_MAX_BODY})")
+    parser.add_argument("--max-import", type=_positive_int, default=DEFAULT_MAX_IMPORT,
+                        help="largest archive PUT /states/<name> takes, in bytes "
+                             f"(default {DEFAULT_MAX_IMPORT})")
     _add_connection_limits(parser)
     _add_kernel_options(parser)
     args = parser.parse_args(argv)

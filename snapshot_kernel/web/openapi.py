@@ -14,8 +14,8 @@ from importlib import metadata
 from ..errors import MAX_NAME_LENGTH, MAX_POSITIVE
 from ..execution import STATUSES
 from ..kernel import DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT
-from .bodies import (DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS, INTERRUPT_FIELDS, MAX_OFFSET, MAX_PAGE,
-                     MAX_POLL)
+from .bodies import (DEFAULT_MAX_IMPORT, DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS, INTERRUPT_FIELDS,
+                     MAX_OFFSET, MAX_PAGE, MAX_POLL)
 from .server import RETRY_AFTER
 
 INTERRUPT_REASONS = ("request", "timeout", "reset", "shutdown", "disconnect", "restart")
@@ -36,8 +36,9 @@ with an `Allow` header; an unknown route answers 404. Code runs with the server'
 it is not a sandbox."""
 
 
-def document(max_body=None):
-    """The OpenAPI document of a server that refuses bodies over ``max_body`` bytes."""
+def document(max_body=None, max_import=DEFAULT_MAX_IMPORT):
+    """The OpenAPI document of a server that refuses JSON bodies over ``max_body`` bytes
+    and archives over ``max_import``."""
     return {
         "openapi": "3.1.0",
         "info": {"title": "snapshot-kernel", "version": _version(), "description": DESCRIPTION},
@@ -45,7 +46,7 @@ def document(max_body=None):
                  {"name": "states", "description": "The stored states."},
                  {"name": "meta", "description": "This document."}],
         "security": [{"bearer": []}, {"token_query": []}],
-        "paths": _paths(),
+        "paths": _paths(max_import),
         "components": {"schemas": _schemas(max_body),
                        "responses": _responses(),
                        "securitySchemes": SECURITY_SCHEMES},
@@ -122,6 +123,7 @@ def _schemas(max_body):
                           "location": {**TEXT, "description": "GET it to page through the "
                                                               "stream's whole text"}}),
         "ExecutionReply": _reply(),
+        "Imported": _imported(),
         "Started": obj({"exec_id": TEXT, "status": {"const": "running"}, "location": TEXT}),
         "ExecutionSummary": obj(_summary()),
         "Execution": obj({**_summary(), "output": {"type": "array", "items": ref("Output")},
@@ -267,6 +269,9 @@ ERRORS = {
     "404": ("NotFound", "No such state or execution (records are kept a while after they end)."),
     "408": ("BodyTimeout", "The body stopped arriving for --request-timeout seconds."),
     "409": ("Conflict", "The name is taken, or the state is protected."),
+    "422": ("Incompatible", "The archive is whole, but this server cannot load its state: "
+                            "another CPython minor version, or a library it lacks or has in "
+                            "another major version. Nothing was stored."),
     "411": ("LengthRequired", "A body sent with Transfer-Encoding and no Content-Length."),
     "413": ("BodyTooLarge", "The body is larger than --max-body."),
     "414": ("UriTooLong", "The request line is longer than --max-header."),
@@ -319,7 +324,7 @@ def body(name):
     return {"required": True, "content": {"application/json": {"schema": ref(name)}}}
 
 
-def _paths():
+def _paths(max_import):
     state = [path_name("name", "the state's name")]
     execution = [path_name("exec_id", "the execution's id")]
     return {
@@ -351,7 +356,9 @@ def _paths():
             "delete": operation("delete_state", "states", "Delete a state. States made from it "
                                 "keep what they use of it; 'initial' cannot be deleted (409).",
                                 json_reply("Deleted.", ref("Deleted")), "404", "409", "499",
-                                parameters=state)},
+                                parameters=state),
+            "put": _import_state(state, max_import)},
+        "/states/{name}/export": {"get": _export_state(state)},
         "/reset": {"post": operation(
             "reset_kernel", "states", "Drop every state but a fresh 'initial', and interrupt "
             "running executions (their replies say KernelReset).",
@@ -413,3 +420,51 @@ def _read_output(execution):
             query("limit", "characters at most (0: the default)",
                   {"type": "integer", "minimum": 0, "maximum": MAX_PAGE,
                    "default": DEFAULT_PAGE})])
+
+
+ARCHIVE = "application/x-tar"
+
+
+def _export_state(state):
+    archive = {"description": "The archive: meta.json, buffers/*.npy, state.pickle, "
+                              "checksums.json (a sha256 per member).",
+               "content": {ARCHIVE: {"schema": {"type": "string",
+                                                "contentMediaType": ARCHIVE}}},
+               "headers": {"Content-Length": header("bytes: known before the first"),
+                           "Content-Disposition": header("attachment; <name>.tar")}}
+    return operation(
+        "export_state", "states", "A state as an archive that PUT /states/<name> loads on any "
+        "server of the same CPython minor version: its values (lineage flattened), cells' "
+        "functions and classes, large arrays, metadata and checksums.", archive, "404",
+        parameters=state, description="Streamed. Names whose objects cannot be pickled are "
+        "left out; meta.json lists them under `lost`, and the import's reply too.")
+
+
+def _import_state(state, max_import):
+    body = {"type": "string", "contentMediaType": ARCHIVE}
+    return operation(
+        "import_state", "states", "Recreate the state an archive from GET "
+        "/states/<name>/export holds, as a new root state named <name>; cells on it give what "
+        "they give on the original.", json_reply("Imported.", ref("Imported")),
+        "409", "422", "499", *BODY_ERRORS, parameters=state,
+        requestBody={"required": True, "content": {ARCHIVE: {"schema": body},
+                                                    "application/octet-stream": {
+                                                        "schema": body}}},
+        description=f"Read as it arrives (a Content-Length, or chunked), at most {max_import} "
+                    "bytes (--max-import; 413 past it). Refused, storing nothing: 400 for a "
+                    "body that is not an archive, or a truncated or damaged one (a checksum "
+                    "that does not match); 409 for a name that exists; 422 for a state this "
+                    "server cannot load (the message says which version differs).")
+
+
+def _imported():
+    return obj({
+        "imported": {**TEXT, "description": "the new state's name"},
+        "lost": mapping(TEXT, "names the archive left out (their objects could not be "
+                              "pickled), and why; or, with --state-dir, that could not be "
+                              "saved"),
+        "original": obj({"name": TEXT, "parent": nullable(TEXT), "timestamp": TIMESTAMP,
+                         "python_version": TEXT, "snapshot_kernel": TEXT,
+                         "libraries": mapping(TEXT, "library: version")},
+                        description="the state on the server it was exported from"),
+    }, description="A root state: its parent is null, its code the cell that made the original.")
