@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import tarfile
 import urllib.parse
 
 import pytest
@@ -226,6 +227,22 @@ def test_members_are_npy_files_and_meta_says_what_the_state_needs(source):
     checksums = json.loads(members["checksums.json"])["sha256"]
     assert checksums == {name: hashlib.sha256(body).hexdigest()
                          for name, body in members.items() if name != "checksums.json"}
+
+
+def test_an_archive_unpacked_and_packed_again_by_tar_loads(source, target):
+    """As ``tar`` may pack it: a directory entry, pax headers, a name only a pax header holds."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        folder = tarfile.TarInfo("buffers")
+        folder.type = tarfile.DIRTYPE
+        tar.addfile(folder)
+        for name, body in unpacked(source[1]):
+            info = tarfile.TarInfo("x" * 120 if name == "state.pickle" else name)
+            info.size, info.pax_headers = len(body), {"comment": "packed again", "path": name}
+            tar.addfile(info, io.BytesIO(body))
+    app, kernel, _ = target
+    assert put(app, "again", out.getvalue()).status_int == 200
+    assert printed(kernel, PROBE, "again") == printed(source[0], PROBE, "changed")
 
 
 def _truncated_before_checksums(data):
