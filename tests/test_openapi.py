@@ -403,6 +403,8 @@ SOCKET_REPLIES = {
     "long headers": ("GET", "/states", f"GET /states HTTP/1.1\r\nX: {'a' * 3000}\r\n\r\n", 431),
     "a body that stops": ("POST", "/execute", f"POST /execute HTTP/1.1\r\n{HEAD}"
                                               "Content-Length: 100\r\n\r\n{", 408),
+    "an archive that stops": ("PUT", "/states/x", f"PUT /states/x HTTP/1.1\r\n{HEAD}"
+                                                  "Content-Length: 100000\r\n\r\nmeta", 408),
     "gzip": ("POST", "/execute", f"POST /execute HTTP/1.1\r\n{HEAD}"
                                  "Transfer-Encoding: gzip\r\n\r\n", 501),
     "HTTP/2.0": ("GET", "/states", f"GET /states HTTP/2.0\r\n{HEAD}\r\n", 505),

@@ -10,8 +10,12 @@ import hashlib
 import io
 import json
 import os
+import re
+import shutil
+import subprocess
 import tarfile
 import urllib.parse
+from pathlib import Path
 
 import pytest
 import webtest
@@ -70,6 +74,7 @@ big[0] = 99.0
 print(big[:2], every_third[0])
 """
 SERVER_AUTH = {"Authorization": f"Bearer {SERVER_TOKEN}"}
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "portable-states.md"
 
 
 # -- two real servers ---------------------------------------------------------------------
@@ -163,6 +168,19 @@ def test_a_lost_name_fails_on_the_importing_server_saying_why(servers):
     error = json.loads(connection.getresponse().read())["error"]
     assert error["ename"] == "NameError"
     assert "could not be exported (TypeError: cannot pickle" in error["evalue"]
+
+
+def test_the_move_in_the_docs_works_verbatim(servers):
+    assert shutil.which("curl"), "the docs' example needs curl on PATH"
+    match = re.search(r"<!-- move -->\n```bash\n(.*?)```", DOCS.read_text("utf-8"), re.S)
+    run(servers["a"], "x = 41", "initial", new_state_name="base")
+    env = {**os.environ, "AUTH": f"Authorization: Bearer {SERVER_TOKEN}",
+           "OLD": f"http://127.0.0.1:{servers['a'].port}",
+           "NEW": f"http://127.0.0.1:{servers['b'].port}"}
+    moved = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", match.group(1)], env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert moved.returncode == 0, moved.stderr
+    assert '"text/plain": "42"' in moved.stdout
 
 
 # -- WebTest: the routes and every refusal ---------------------------------------------------
