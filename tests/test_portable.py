@@ -170,6 +170,27 @@ def test_a_lost_name_fails_on_the_importing_server_saying_why(servers):
     assert "could not be exported (TypeError: cannot pickle" in error["evalue"]
 
 
+def test_a_traceback_through_a_moved_function_quotes_the_function_s_cell(servers):
+    """The importing server's own first cells have the file names the exporting one's had.
+    (Servers with --state-dir keep no cells' source: their tracebacks quote no line.)"""
+    a, c = servers["a"], Server(SERVER_TOKEN)
+    try:
+        c.wait_until_listening()
+        run(a, "def f(x):\n    return 1 / x", "initial", new_state_name="f")
+        for n in range(2):
+            run(c, "def g():\n    return 'a line of the importing server'", "initial")
+        assert import_into(c, "f", export_from(a, "f"))[0] == 200
+        connection = c.connect()
+        connection.request("POST", "/execute", json.dumps({"code": "f(0)", "state_name": "f"}),
+                           SERVER_AUTH)
+        error = json.loads(connection.getresponse().read())["error"]
+    finally:
+        c.stop()
+    traceback = "".join(error["traceback"])
+    assert "ZeroDivisionError" in traceback and "    return 1 / x\n" in traceback
+    assert "importing server" not in traceback
+
+
 def test_the_move_in_the_docs_works_verbatim(servers):
     assert shutil.which("curl"), "the docs' example needs curl on PATH"
     match = re.search(r"<!-- move -->\n```bash\n(.*?)```", DOCS.read_text("utf-8"), re.S)

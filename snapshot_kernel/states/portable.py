@@ -19,16 +19,19 @@ trusts its sender as far as running a cell does.
 import importlib
 import io
 import json
+import linecache
+import marshal
 import os
 import pickle
 import platform
 import sys
+import types
 from importlib import metadata
 
 from . import archive, cow, persist
 from .storage import GONE, NOT_EXPORTED, Entry, Group, Namespace, State, fresh_namespace
 from .. import cell
-from ..copying.stored import reading
+from ..copying.stored import STORED_GLOBALS, StoredNamespace, reading
 from ..errors import BadArchive, IncompatibleArchive
 
 FORMAT = "snapshot-kernel state archive 1"
@@ -61,7 +64,7 @@ def export(state):
     with reading(state.names):  # the objects' own reductions may read the state's globals
         data, needs, unpicklable = persist.dumps(values, None, ExportPickler)
     lost.update(unpicklable)
-    meta = _meta(state, entries, lost, needs.modules)
+    meta = _meta(state, entries, lost, needs)
     members = [archive.Member(archive.META, [json.dumps(meta).encode("utf-8")]),
                *(_npy(member) for member in needs.buffers.values()),
                archive.Member(PICKLE, [data])]
@@ -74,6 +77,7 @@ class Needs:
 
     def __init__(self):
         self.buffers, self.modules = {}, set()
+        self.sources = {}  # cell file name -> the cell's source, for cells' functions
 
     def member(self, buffer, writeable=None, array=None, order="C"):
         """The persistent id of ``buffer`` (an array, or a stored mapping), or, if
@@ -119,6 +123,10 @@ class ExportPickler(persist.Pickler):
 
     def reducer_override(self, obj):
         self.blobs.note(obj)
+        if type(obj) is types.FunctionType and type(obj.__globals__) is StoredNamespace:
+            filename = obj.__code__.co_filename
+            if filename.startswith(cell.CELL_FILENAME_PREFIX) and filename in linecache.cache:
+                self.blobs.sources[filename] = "".join(linecache.cache[filename][2])
         return super().reducer_override(obj)
 
     def persistent_id(self, obj):
@@ -169,7 +177,7 @@ def _npy(member):
                                         array.ravel(order="K").view(numpy.uint8)])
 
 
-def _meta(state, entries, lost, modules):
+def _meta(state, entries, lost, needs):
     groups, names = {}, {}
     for name, entry in entries.items():
         if name not in lost:
@@ -179,8 +187,8 @@ def _meta(state, entries, lost, modules):
         "format": FORMAT, "name": state.name, "parent": state.parent, "code": state.code,
         "timestamp": state.timestamp, "created": state.created, "meta": state.meta,
         "python": PYTHON, "python_version": platform.python_version(),
-        "snapshot_kernel": package_version(), "libraries": _versions(modules),
-        "names": names, "lost": lost,
+        "snapshot_kernel": package_version(), "libraries": _versions(needs.modules),
+        "names": names, "lost": lost, "sources": needs.sources,
         "groups": [{"names": sorted(name for name in group.names if isinstance(name, str)),
                     "weight": group.weight, "fresh": group.fresh}
                    for _, group in groups.values()],
@@ -259,7 +267,9 @@ class Received:
                              "its state") from None
 
     def _values(self):
-        unpickler = ImportUnpickler(io.BytesIO(self.data), self.buffers)
+        sources = self.meta.get("sources")
+        unpickler = ImportUnpickler(io.BytesIO(self.data), self.buffers,
+                                    sources if isinstance(sources, dict) else {})
         values, exc = cell.call_user(unpickler.load)  # the objects' own code runs
         if exc is not None:
             why = cell.safe_repr(exc, 500)
@@ -372,11 +382,33 @@ def _count(shape):
 
 
 class ImportUnpickler(persist.Unpickler):
-    """Loads what ``ExportPickler`` wrote; members are the received ``buffers``."""
+    """Loads what ``ExportPickler`` wrote; members are the received ``buffers``.
 
-    def __init__(self, file, buffers):
+    Cells' functions get file names of this process's cells (``<cell-N>`` names of
+    the exporting process may be this one's other cells): tracebacks through them
+    quote their lines from ``sources``, the cells' code by their old file names."""
+
+    def __init__(self, file, buffers, sources):
         super().__init__(file, None)
-        self.buffers = buffers
+        self.buffers, self.sources = buffers, sources
+        self._filenames = {}  # old cell file name -> this process's
+
+    def find_class(self, module, name):
+        if name == "_make_function" and persist._MOVED.get(module, module) == persist.__name__:
+            return self._make_function
+        return super().find_class(module, name)
+
+    def _make_function(self, code, name, cells):
+        code = marshal.loads(code)
+        old = code.co_filename
+        if old.startswith(cell.CELL_FILENAME_PREFIX):
+            new = self._filenames.get(old)
+            if new is None:
+                new = self._filenames[old] = cell.cell_filename()
+            code = _renamed(code, new)
+            if isinstance(self.sources.get(old), str):
+                cell.Source.keep_while(new, self.sources[old], code)
+        return types.FunctionType(code, STORED_GLOBALS, name, None, cells)
 
     def _make(self, kind, key, *rest):
         if kind == "member":
@@ -392,6 +424,13 @@ class ImportUnpickler(persist.Unpickler):
         if kind not in ("owned", "array", "view"):
             raise pickle.UnpicklingError(f"a reference of kind {kind!r} cannot be imported")
         return super()._make(kind, key, *rest)
+
+
+def _renamed(code, filename):
+    """``code`` and the code objects nested in it, as compiled from file ``filename``."""
+    consts = tuple(_renamed(const, filename) if isinstance(const, types.CodeType) else const
+                   for const in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
 
 
 def _state(name, meta, values):
