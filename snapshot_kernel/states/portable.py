@@ -58,7 +58,7 @@ def export(state):
     for name, entry in entries.items():
         value = entry.value
         if value is GONE:
-            lost[name] = entry.lost.replace(NOT_EXPORTED, "", 1)
+            lost[name] = (entry.lost or "lost at a restart").replace(NOT_EXPORTED, "", 1)
         else:
             values[name] = value
     with reading(state.names):  # the objects' own reductions may read the state's globals
