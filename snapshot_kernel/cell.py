@@ -65,6 +65,15 @@ class Source:
             weakref.finalize(each, cls._release, filename).atexit = False
 
     @classmethod
+    def keep_while(cls, filename, code, alive):
+        """Keep ``code`` in linecache under ``filename`` while ``alive`` (a code object that
+        another process compiled from it, say) lives."""
+        with cls._lock:
+            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+            cls._live[filename] = cls._live.get(filename, 0) + 1
+        weakref.finalize(alive, cls._release, filename).atexit = False
+
+    @classmethod
     def done(cls, filename):
         """The cell ``filename`` has run and its errors are formatted."""
         cls._release(filename)

@@ -11,6 +11,7 @@ from .states import cow
 from . import kernel as k
 from .files import DEFAULT_MAX_FILE, Workdir
 from .execution import DEFAULT_KEEP_SECONDS
+from .web.bodies import DEFAULT_MAX_IMPORT
 from .web.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD, DEFAULT_REQUEST_TIMEOUT
 
 TOKEN_ENV = "SNAPSHOT_KERNEL_TOKEN"
@@ -47,12 +48,15 @@ def parse_args(argv=None):
                         help="characters kept of each output stream and of the last "
                              f"expression's repr (default {k.DEFAULT_OUTPUT_LIMIT})")
     parser.add_argument("--max-body", type=_positive_int, default=DEFAULT_MAX_BODY,
-                        help=f"largest request body in bytes (default {DEFAULT_MAX_BODY})")
+                        help=f"largest JSON request body in bytes (default {DEFAULT_MAX_BODY})")
     parser.add_argument("--no-supervisor", action="store_true",
                         help="serve from this process alone: a cell that crashes it (a "
                              "segfault, os._exit, the OOM killer) ends the server. By default "
                              "a small parent process holds the socket and starts a new server "
                              "process at once, and the executions the crash ended say so")
+    parser.add_argument("--max-import", type=_positive_int, default=DEFAULT_MAX_IMPORT,
+                        help="largest archive PUT /states/<name> takes, in bytes "
+                             f"(default {DEFAULT_MAX_IMPORT})")
     _add_connection_limits(parser)
     _add_kernel_options(parser)
     args = parser.parse_args(argv)

@@ -65,6 +65,21 @@ class NoSpace(KernelError):
     """The disk (or the user's quota) is full."""
 
 
+# -- portable states (``porting.Porting``) --
+
+class BadArchive(KernelError):
+    """An archive to import that is not one, or is truncated or damaged."""
+
+
+class IncompatibleArchive(KernelError):
+    """A whole archive that this server cannot load: another CPython minor version, or a
+    library it lacks or has in another major version."""
+
+
+class ResetMeanwhile(KernelError):
+    """The kernel was reset while a request that stores a state was under way."""
+
+
 def check_name(name, what="state name"):
     """Raise InvalidName unless ``name`` can be used in a URL path and a log line."""
     if not isinstance(name, str) or not name:

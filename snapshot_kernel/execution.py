@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Optional
 
 from .runtime.capture import Capture
+from .states.storage import NOT_EXPORTED
 
 # Phases of an execution: an interrupt is raised only while it is RUNNING.
 STARTING, RUNNING, DONE = "starting", "running", "done"
@@ -284,13 +285,17 @@ def new_exec_id():
 
 
 def explain_gone(error, gone):
-    """A NameError for a name the state lost at a restart says so, and why."""
+    """A NameError for a name the state lost at a restart (or an export) says so, and why."""
     if error["ename"] != "NameError":
         return error
     for name, reason in gone.items():
         if f"'{name}'" in error["evalue"]:
-            note = (f"; {name!r} was in this state but could not be saved, so the restart "
-                    f"lost it ({reason})")
+            if reason.startswith(NOT_EXPORTED):
+                note = (f"; {name!r} was in this state on the server it was exported from, "
+                        f"but could not be exported ({reason[len(NOT_EXPORTED):]})")
+            else:
+                note = (f"; {name!r} was in this state but could not be saved, so the restart "
+                        f"lost it ({reason})")
             error = dict(error, evalue=error["evalue"] + note)
             error["traceback"] = error["traceback"][:-1] + [f"NameError: {error['evalue']}\n"]
             break

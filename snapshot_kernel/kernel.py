@@ -30,6 +30,7 @@ from . import cell, checkpoints
 from .states import cow
 from .notebook import magics
 from .checkpoints import Checkpointing
+from .porting import Porting
 from .describe import BUDGET as DESCRIBE_BUDGET, describe_state, diff_states
 from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
                      KernelError, ProtectedState, StateExists, UnknownExecution,
@@ -49,7 +50,7 @@ DEFAULT_REPR_LIMIT = 2000    # characters of each variable's repr in describe()
 DEFAULT_IMAGE_LIMIT = 1 << 20  # bytes of one image in an output; a larger one becomes a note
 
 
-class SnapshotKernel(Deadlines, Checkpointing):
+class SnapshotKernel(Deadlines, Checkpointing, Porting):
     """Holds the states and runs cells against them, each on a cell thread."""
 
     def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
@@ -72,7 +73,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
             patch.install()
         self._initial_process = None  # the server's settings, read when the first cell runs
         self._initial_lock = threading.Lock()
-        self._gate = settings.Gate(None)
+        self._gate = settings.GATE
         self.timeout, self.grace = timeout, grace
         self.output_limit, self.image_limit = output_limit, image_limit
         self.full_output_limit = full_output_limit

@@ -14,15 +14,16 @@ import json
 import os
 import sys
 import threading
+import urllib.parse
 
 import bottle
 
 from . import errors
 from .mcp import cli as mcp_cli
 from .web import openapi
-from .web.bodies import (DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS, INTERRUPT_FIELDS, MAX_OFFSET,
-                         MAX_PAGE, MAX_POLL, BadRequest, body_chunks, body_length, json_body,
-                         query_number)
+from .web.bodies import (DEFAULT_MAX_IMPORT, DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS,
+                         INTERRUPT_FIELDS, MAX_OFFSET, MAX_PAGE, MAX_POLL, BadRequest, BodyStream,
+                         body_chunks, body_length, json_body, query_number)
 from .files import Workdir
 from .render import render_text
 from .states.store import StoreError
@@ -43,13 +44,16 @@ KERNEL_ERROR_STATUS = {
     errors.FileTooLarge: 413,
     errors.FileDenied: 403,
     errors.NoSpace: 507,
+    errors.ResetMeanwhile: 409,
+    errors.BadArchive: 400,
+    errors.IncompatibleArchive: 422,
 }
 
 WAIT_SLICE = 0.25  # seconds between checks that a waiting client is still there
 
 
 def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING,
-               files=None):
+               files=None, max_import=DEFAULT_MAX_IMPORT):
     """A Bottle app serving ``kernel``, and the ``files`` of a ``Workdir`` (by default
     the current directory), to clients that present ``token``.
 
@@ -57,6 +61,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     long poll) or move a file's bytes are served at once; more are refused with
     a 503, so that they never hold a worker that control requests (/interrupt,
     /executions, /reset, /states) need. ``"wait": false`` executions hold no worker.
+    JSON bodies are at most ``max_body`` bytes, archives to import ``max_import``.
     """
     if not token:
         raise ValueError("a non-empty token is required")
@@ -119,6 +124,19 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     def describe_state(name):
         return kernel.describe(name)
 
+    @app.get("/states/<name>/export")
+    def export_state(name):
+        writer, _ = kernel.export_state(name)
+        bottle.response.content_type = "application/x-tar"
+        bottle.response.set_header("Content-Length", str(writer.size))
+        bottle.response.set_header("Content-Disposition", _attachment(f"{name}.tar"))
+        return writer.chunks()
+
+    @app.put("/states/<name>")
+    def import_state(name):
+        _refuse_if_client_gone()
+        return kernel.import_state(name, BodyStream(bottle.request.environ, max_import))
+
     @app.delete("/states/<name>")
     def delete_state(name):
         _refuse_if_client_gone()
@@ -144,7 +162,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.get("/openapi.json")
     def openapi_document():
-        return openapi.document(max_body, files.max_file)
+        return openapi.document(max_body, files.max_file, max_import)
 
     return app
 
@@ -303,6 +321,14 @@ def _reply_parts(reply, form):
     return headers, render_text(reply["output"]).encode("utf-8", "backslashreplace")
 
 
+def _attachment(filename):
+    """A Content-Disposition for a download named ``filename`` (RFC 6266: any characters)."""
+    ascii_name = "".join(c if c.isascii() and c.isprintable() and c not in '"\\%' else "_"
+                         for c in filename)
+    quoted = urllib.parse.quote(filename, safe="")
+    return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quoted}"
+
+
 def _header_text(value):
     """A header value: names may hold characters HTTP headers cannot carry."""
     return value.encode("utf-8").decode("latin-1") if value.isprintable() else repr(value)
@@ -401,7 +427,8 @@ def serve(args, listener, files, crash=None, journal=None):
         kernel = kernel_from(args, crash, journal)
     except StoreError as exc:
         sys.exit(f"snapshot-kernel: {exc}")
-    app = create_app(kernel, args.token, args.max_body, args.max_running, files)
+    app = create_app(kernel, args.token, args.max_body, args.max_running, files,
+                     args.max_import)
     server = make_server(app, args.bind, args.threads, args.max_connections, args.max_header,
                          args.request_timeout, listener)
     server.prepare()

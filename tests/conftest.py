@@ -23,6 +23,7 @@ def process_settings():
     yield
     settings.apply_shared(before.shared)
     before.enter_thread()
+    settings.GATE.forget()
 
 
 @pytest.fixture(params=[TOUCHED, WHOLE])

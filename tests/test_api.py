@@ -209,9 +209,9 @@ def test_an_unknown_name_or_route_is_404(app, method, path, body):
     assert state_names(app) == ["initial"]
 
 
-@pytest.mark.parametrize("method, path", [("GET", "/execute"), ("PUT", "/states/initial"),
+@pytest.mark.parametrize("method, path", [("GET", "/execute"), ("PATCH", "/states/initial"),
                                           ("POST", "/states"), ("GET", "/reset"),
-                                          ("GET", "/interrupt")])
+                                          ("GET", "/interrupt"), ("POST", "/states/initial/export")])
 def test_a_wrong_method_is_405_with_allow(app, method, path):
     response = send(app, method, path)
     assert_json_error(response, 405)

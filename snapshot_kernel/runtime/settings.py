@@ -165,6 +165,11 @@ class Gate:
             self._running += 1
             return self._running > 1
 
+    def forget(self):
+        """Code outside cells changed the process's settings: check them at the next cell."""
+        with self._condition:
+            self._current = None
+
     def apply_if_idle(self, wanted):
         """Make the process hold ``wanted`` if no cell runs; counts nothing in, so what
         then runs (a repr that never returns, say) holds no cell back."""
@@ -186,3 +191,6 @@ class Gate:
 
 def _same(current, wanted):
     return current is not None and (current is wanted or current == wanted)
+
+
+GATE = Gate(None)  # one per process, as the settings it guards: every kernel in it shares it

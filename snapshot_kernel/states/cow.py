@@ -62,6 +62,15 @@ class Blob:
         """A new blob holding the bytes of the contiguous buffer ``contents``: a memfd,
         or a file in ``directory`` if one is given."""
         data = memoryview(contents).cast("B")
+        try:
+            return cls.fill(len(data), (data,), directory)
+        finally:
+            data.release()
+
+    @classmethod
+    def fill(cls, size, chunks, directory=None):
+        """A new blob of ``size`` bytes written from ``chunks``, bytes-like objects that
+        together hold exactly that many (a memfd, or a file in ``directory``)."""
         path = None
         if directory is None:
             fd = os.memfd_create("snapshot-kernel", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -70,20 +79,23 @@ class Blob:
             fd = os.open(path + ".tmp", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
         written = False
         try:
-            os.ftruncate(fd, len(data))
+            os.ftruncate(fd, size)
             done = 0
-            while done < len(data):  # pwrite beats copying into a mapping of it
-                done += os.pwrite(fd, data[done:], done)
+            for chunk in chunks:
+                done = _write_at(fd, chunk, done)
+            if done != size:
+                raise ValueError(f"a blob of {size} bytes was given {done}")
             if path is None:
                 fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
             else:  # complete before it has its name: a crash leaves only a .tmp to sweep
                 os.replace(path + ".tmp", path)
             written = True
         finally:
-            data.release()
-            if not written:  # failed, or interrupted: the fd would leak
+            if not written:  # failed, or interrupted: the fd would leak, the .tmp stay
                 os.close(fd)
-        return cls(fd, len(contents), path)
+                if path is not None:
+                    _unlink(path + ".tmp")
+        return cls(fd, size, path)
 
     @classmethod
     def open(cls, path):
@@ -153,6 +165,26 @@ class Mapping(mmap.mmap):
         with _spares_lock:
             spare, self.spare = self.spare, None
         return spare
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:  # swept meanwhile (a reset sweeps the state directory)
+        pass
+
+
+def _write_at(fd, chunk, offset):
+    """Write all of ``chunk`` at ``offset`` (pwrite beats copying into a mapping of the
+    file); returns the offset after it."""
+    data = memoryview(chunk).cast("B")
+    try:
+        done = 0
+        while done < len(data):
+            done += os.pwrite(fd, data[done:], offset + done)
+    finally:
+        data.release()
+    return offset + done
 
 
 def anonymous(size, fill):

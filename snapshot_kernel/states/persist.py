@@ -146,31 +146,32 @@ def _open_blob(path):
     return blob
 
 
-def dumps(values, buffers):
-    """``(data, blob paths, lost)``: the pickle of the dict ``values`` (together, so
-    shared objects stay shared), leaving out the names whose objects cannot be
-    pickled, which ``lost`` maps to why."""
+def dumps(values, buffers, pickler=Pickler):
+    """``(data, blobs, lost)``: the pickle of the dict ``values`` (together, so shared
+    objects stay shared), leaving out the names whose objects cannot be pickled, which
+    ``lost`` maps to why; ``blobs`` is what the pickle refers to outside itself (the
+    ``blobs`` of a ``pickler``, a Pickler class)."""
     lost = {}
     try:
-        return (*_dump(values, buffers), lost)
+        return (*_dump(values, buffers, pickler), lost)
     except _CANNOT_PICKLE:  # find which names: they are lost, the others are saved
         pass
     for name, value in values.items():
         try:
-            _dump(value, buffers)
+            _dump(value, buffers, pickler)
         except _CANNOT_PICKLE as exc:
             lost[name] = f"{type(exc).__name__}: {exc}"
     return (*_dump({name: value for name, value in values.items() if name not in lost},
-                   buffers), lost)
+                   buffers, pickler), lost)
 
 
 _CANNOT_PICKLE = (pickle.PicklingError, TypeError, AttributeError, ValueError, RecursionError,
                   NotImplementedError)
 
 
-def _dump(value, buffers):
+def _dump(value, buffers, pickler_class):
     file = io.BytesIO()
-    pickler = Pickler(file, buffers)
+    pickler = pickler_class(file, buffers)
     pickler.dump(value)
     return file.getvalue(), pickler.blobs
 

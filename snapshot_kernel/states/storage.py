@@ -44,6 +44,7 @@ _EVERYTHING = frozenset({"globals", "vars", "locals", "dir", "_getframe", "curre
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DELETED = None  # what a layer holds for a name its cell deleted
 GONE = type("Gone", (), {"__repr__": lambda self: "<not restored>"})()  # a lost name, restored
+NOT_EXPORTED = "not exported: "  # begins why a name of an imported state is lost
 _MODULE_DUNDERS = ("__name__", "__doc__", "__package__", "__spec__")  # every __main__ has them
 
 

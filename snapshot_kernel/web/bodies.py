@@ -25,6 +25,7 @@ MAX_OFFSET = 10 ** 12   # the largest ?offset=
 DEFAULT_PAGE = 100_000  # characters of full output a page holds unless ?limit= says
 MAX_PAGE = 10 ** 7      # characters ?limit= may ask for
 CHUNK = 1 << 16         # bytes of a streamed body read at a time
+DEFAULT_MAX_IMPORT = 64 << 30  # bytes of an archive PUT /states/<name> reads at most
 
 
 class BadRequest(Exception):
@@ -161,3 +162,37 @@ def _json_type(value):
     names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
              int: "a whole number", float: "a number", type(None): "null"}
     return names.get(type(value), type(value).__name__)
+
+
+class BodyStream:
+    """The WSGI request's body, read as it arrives (``read(n)``), at most ``limit`` bytes:
+    a body over it is a 413, one that stops arriving a 408. A body may be chunked."""
+
+    def __init__(self, environ, limit):
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or -1)
+        except ValueError:  # servers check the header; this is for those that do not
+            raise BadRequest(400, "the Content-Length header is not a number") from None
+        if length > limit:
+            raise BadRequest(413, f"the body is {length} bytes; the limit is {limit}")
+        self._input, self._limit = environ["wsgi.input"], limit
+        self._left = length if length >= 0 else None  # None: read to the end (chunked)
+        if length < 0 and not environ.get("HTTP_TRANSFER_ENCODING"):
+            self._left = 0  # no body at all
+        self._read = 0
+
+    def read(self, size):
+        if self._left is not None:
+            size = min(size, self._left)
+        if size <= 0:
+            return b""
+        try:
+            data = self._input.read(size)
+        except OSError:  # a socket timeout or reset: the body stopped coming
+            raise BadRequest(408, "the body stopped arriving before its end") from None
+        self._read += len(data)
+        if self._left is not None:
+            self._left -= len(data)
+        if self._read > self._limit:
+            raise BadRequest(413, f"the body is over {self._limit} bytes, the limit")
+        return data

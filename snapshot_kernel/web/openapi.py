@@ -15,8 +15,8 @@ from ..errors import MAX_NAME_LENGTH, MAX_POSITIVE
 from ..execution import STATUSES
 from ..files import DEFAULT_MAX_FILE
 from ..kernel import DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT
-from .bodies import (DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS, INTERRUPT_FIELDS, MAX_OFFSET, MAX_PAGE,
-                     MAX_POLL)
+from .bodies import (DEFAULT_MAX_IMPORT, DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS, INTERRUPT_FIELDS,
+                     MAX_OFFSET, MAX_PAGE, MAX_POLL)
 from .server import RETRY_AFTER
 
 INTERRUPT_REASONS = ("request", "timeout", "reset", "shutdown", "disconnect", "restart")
@@ -43,9 +43,9 @@ Files: `/files/<path>` is a file of the server's working directory (`--workdir`)
 (`..`, absolute, through a symbolic link, with a NUL byte) is a 400."""
 
 
-def document(max_body=None, max_file=DEFAULT_MAX_FILE):
-    """The OpenAPI document of a server that refuses JSON bodies over ``max_body`` bytes
-    and files over ``max_file``."""
+def document(max_body=None, max_file=DEFAULT_MAX_FILE, max_import=DEFAULT_MAX_IMPORT):
+    """The OpenAPI document of a server that refuses JSON bodies over ``max_body`` bytes,
+    files over ``max_file`` and archives over ``max_import``."""
     return {
         "openapi": "3.1.0",
         "info": {"title": "snapshot-kernel", "version": _version(), "description": DESCRIPTION},
@@ -54,7 +54,7 @@ def document(max_body=None, max_file=DEFAULT_MAX_FILE):
                  {"name": "files", "description": "The files of the working directory."},
                  {"name": "meta", "description": "This document."}],
         "security": [{"bearer": []}, {"token_query": []}],
-        "paths": {**_paths(), **_file_paths(max_file)},
+        "paths": {**_paths(max_import), **_file_paths(max_file)},
         "components": {"schemas": _schemas(max_body),
                        "responses": _responses(),
                        "securitySchemes": SECURITY_SCHEMES},
@@ -131,6 +131,7 @@ def _schemas(max_body):
                           "location": {**TEXT, "description": "GET it to page through the "
                                                               "stream's whole text"}}),
         "ExecutionReply": _reply(),
+        "Imported": _imported(),
         "Started": obj({"exec_id": TEXT, "status": {"const": "running"}, "location": TEXT}),
         "Crash": obj({"cause": {**TEXT, "description": "how the server process died, e.g. "
                                                       "'was killed by SIGSEGV (Segmentation "
@@ -313,6 +314,9 @@ ERRORS = {
     "409": ("Conflict", "The name is taken, or the state is protected; for a file, the path "
                         "names a directory where a file is needed or the other way round, or "
                         "a directory to delete is not empty."),
+    "422": ("Incompatible", "The archive is whole, but this server cannot load its state: "
+                            "another CPython minor version, or a library it lacks or has in "
+                            "another major version. Nothing was stored."),
     "411": ("LengthRequired", "A body sent with Transfer-Encoding and no Content-Length."),
     "413": ("BodyTooLarge", "The body is larger than --max-body (a file: --max-file)."),
     "414": ("UriTooLong", "The request line is longer than --max-header."),
@@ -367,7 +371,7 @@ def body(name):
     return {"required": True, "content": {"application/json": {"schema": ref(name)}}}
 
 
-def _paths():
+def _paths(max_import):
     state = [path_name("name", "the state's name")]
     execution = [path_name("exec_id", "the execution's id")]
     return {
@@ -399,7 +403,9 @@ def _paths():
             "delete": operation("delete_state", "states", "Delete a state. States made from it "
                                 "keep what they use of it; 'initial' cannot be deleted (409).",
                                 json_reply("Deleted.", ref("Deleted")), "404", "409", "499",
-                                parameters=state)},
+                                parameters=state),
+            "put": _import_state(state, max_import)},
+        "/states/{name}/export": {"get": _export_state(state)},
         "/states/{name}/diff/{other}": {"get": operation(
             "diff_states", "states", "What a branch did: the names the second state adds, "
             "removes and holds other objects under than the first, with type and repr on "
@@ -511,3 +517,49 @@ def _file_paths(max_file):
                                 json_reply("Deleted.", ref("Deleted")), *FILE_ERRORS,
                                 parameters=path)},
     }
+ARCHIVE = "application/x-tar"
+
+
+def _export_state(state):
+    archive = {"description": "The archive: meta.json, buffers/*.npy, state.pickle, "
+                              "checksums.json (a sha256 per member).",
+               "content": {ARCHIVE: {"schema": {"type": "string",
+                                                "contentMediaType": ARCHIVE}}},
+               "headers": {"Content-Length": header("bytes: known before the first"),
+                           "Content-Disposition": header("attachment; <name>.tar")}}
+    return operation(
+        "export_state", "states", "A state as an archive that PUT /states/<name> loads on any "
+        "server of the same CPython minor version: its values (lineage flattened), cells' "
+        "functions and classes, large arrays, metadata and checksums.", archive, "404",
+        parameters=state, description="Streamed. Names whose objects cannot be pickled are "
+        "left out; meta.json lists them under `lost`, and the import's reply too.")
+
+
+def _import_state(state, max_import):
+    body = {"type": "string", "contentMediaType": ARCHIVE}
+    return operation(
+        "import_state", "states", "Recreate the state an archive from GET "
+        "/states/<name>/export holds, as a new root state named <name>; cells on it give what "
+        "they give on the original.", json_reply("Imported.", ref("Imported")),
+        "409", "422", "499", *BODY_ERRORS, parameters=state,
+        requestBody={"required": True, "content": {ARCHIVE: {"schema": body},
+                                                    "application/octet-stream": {
+                                                        "schema": body}}},
+        description=f"Read as it arrives (a Content-Length, or chunked), at most {max_import} "
+                    "bytes (--max-import; 413 past it). Refused, storing nothing: 400 for a "
+                    "body that is not an archive, or a truncated or damaged one (a checksum "
+                    "that does not match); 409 for a name that exists; 422 for a state this "
+                    "server cannot load (the message says which version differs).")
+
+
+def _imported():
+    return obj({
+        "imported": {**TEXT, "description": "the new state's name"},
+        "lost": mapping(TEXT, "names the archive left out (their objects could not be "
+                              "pickled), and why; or, with --state-dir, that could not be "
+                              "saved"),
+        "original": obj({"name": TEXT, "parent": nullable(TEXT), "timestamp": TIMESTAMP,
+                         "python_version": TEXT, "snapshot_kernel": TEXT,
+                         "libraries": mapping(TEXT, "library: version")},
+                        description="the state on the server it was exported from"),
+    }, description="A root state: its parent is null, its code the cell that made the original.")
