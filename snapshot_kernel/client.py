@@ -176,24 +176,31 @@ class Client:
         """Store ``source`` as the file ``path`` of the server's working directory:
         bytes, a binary file object (read from where it stands, in pieces), or the
         name of a local file. ``{"name", "size"}``."""
+        return self._put(f"/files/{_file(path)}", source, "application/octet-stream")
+
+    def _put(self, url_path, source, content_type):
+        """PUT ``source`` (bytes, a binary file object, a local file's name), streamed."""
         if isinstance(source, (bytes, bytearray, memoryview)):
-            return self._upload(path, bytes(source), len(source))
+            return self._put_body(url_path, bytes(source), len(source), content_type)
         if isinstance(source, (str, os.PathLike)):
             with open(source, "rb") as opened:
-                return self._upload(path, opened, os.fstat(opened.fileno()).st_size)
-        return self._upload(path, source, _remaining(source))
+                return self._put_body(url_path, opened, os.fstat(opened.fileno()).st_size,
+                                      content_type)
+        return self._put_body(url_path, source, _remaining(source), content_type)
 
-    def _upload(self, path, body, length):
-        headers = {"Content-Type": "application/octet-stream"}
+    def _put_body(self, url_path, body, length, content_type):
+        headers = {"Content-Type": content_type}
         if length is not None:
             headers["Content-Length"] = str(length)  # else http.client sends it chunked
-        response = self._exchange("PUT", f"/files/{_file(path)}", body, headers)
-        return _decoded(response)
+        return _decoded(self._exchange("PUT", url_path, body, headers))
 
     def open_file(self, path):
         """The file ``path`` as a ``Download`` (``read``, ``size``, ``content_type``);
         close it, or use it in a ``with`` block."""
-        response = self._exchange("GET", f"/files/{_file(path)}")
+        return self._open(f"/files/{_file(path)}")
+
+    def _open(self, url_path):
+        response = self._exchange("GET", url_path)
         if response.status >= 400:
             _decoded(response)  # raises
         return Download(response, self._local.conn)
@@ -201,14 +208,19 @@ class Client:
     def download(self, path, target):
         """Copy the file ``path`` into ``target``: a binary file object, or the name
         of a local file (written whole or not at all). ``{"name", "size", "content_type"}``."""
-        with self.open_file(path) as remote:
-            if not isinstance(target, (str, os.PathLike)):
-                return remote.copy_to(target, path)
-            partial = f"{os.fspath(target)}.part"
-            with open(partial, "wb") as local:
-                copied = remote.copy_to(local, path)
-            os.replace(partial, target)
-            return copied
+        return _save(self.open_file(path), target, path)
+
+    # -- portable states ------------------------------------------------------------------
+
+    def export_state(self, name, target):
+        """Write state ``name`` as an archive (GET /states/<name>/export) into ``target``:
+        a binary file object, or the name of a local file (written whole or not at all)."""
+        return _save(self._open(f"/states/{_name(name)}/export"), target, name)
+
+    def import_state(self, name, source):
+        """Make state ``name`` of an archive that ``export_state`` wrote: bytes, a binary
+        file object or a local file's name, streamed. The reply of PUT /states/<name>."""
+        return self._put(f"/states/{_name(name)}", source, "application/x-tar")
 
     def read_file(self, path):
         """The bytes of the file ``path``, whole: for small files."""
@@ -313,6 +325,18 @@ class Download:
 
     def __exit__(self, *exc_info):
         self.close()
+
+
+def _save(download, target, name):
+    """Copy ``download`` into ``target``, a binary file object or a local file's name."""
+    with download as remote:
+        if not isinstance(target, (str, os.PathLike)):
+            return remote.copy_to(target, name)
+        partial = f"{os.fspath(target)}.part"
+        with open(partial, "wb") as local:
+            copied = remote.copy_to(local, name)
+        os.replace(partial, target)
+        return copied
 
 
 def _decoded(response):

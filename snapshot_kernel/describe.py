@@ -9,13 +9,15 @@ goes on: a ``__repr__`` that never returns cannot be stopped, only not awaited).
 """
 
 import abc
+import builtins
 import threading
 import types
 
 from . import cell
 from .copying.dispatch import is_dunder
 from .copying.stored import reading
-from .states.storage import GONE
+from .runtime import mainmodule
+from .states.storage import GONE, TOUCHED, Working
 
 BUDGET = 10.0  # seconds the reprs of one state may take before the reply goes without them
 
@@ -188,3 +190,46 @@ def _on_cell_thread(threads, label, budget, work):
     threads.submit(run, f"snapshot-kernel {label}")
     done.wait(budget)
     return found.copy()  # one C call: atomic with respect to the thread still filling it
+
+
+class Describing:
+    """Mixed into SnapshotKernel: ``describe`` and ``diff``, reprs run as a cell's would."""
+
+    def describe(self, name):
+        """What GET /states/<name> answers: see ``describe_state``."""
+        state = self._get(name)
+        return describe_state(state, self.repr_limit, self._threads, self.describe_budget,
+                              lambda describe: self._as_cell(state, describe))
+
+    def _as_cell(self, state, describe):
+        """Run ``describe(retry)`` as a cell of ``state`` would run: in its context with
+        its thread's settings, and its process-wide ones if no cell runs (a describe
+        never waits for cells)."""
+        process = self._process(state)
+        _, failed = cell.call_user(self._gate.apply_if_idle, process.shared)
+        if failed is not None:  # its working directory is gone, say: the reprs go on
+            cell.drop_tracebacks(failed)
+        process.new_context().run(self._describe_in_context, state, process, describe)
+
+    def _describe_in_context(self, state, process, describe):
+        process.enter_thread()
+        working = Working(state, TOUCHED, self.buffers)
+
+        def retry(key):  # only for a repr that failed: copying in costs
+            working.namespace["__builtins__"] = builtins
+            failed = cell.call_user(working.materialize, {key})[1]
+            if failed is not None:
+                cell.drop_tracebacks(failed)
+                return f"{cell.REPR_FAILED}{type(failed).__name__}>"
+            leave_main = mainmodule.running(working.namespace)
+            try:
+                return cell.safe_repr(working.namespace[key], self.repr_limit)
+            finally:
+                leave_main()
+
+        describe(retry)
+
+    def diff(self, before, after):
+        """What GET /states/<a>/diff/<b> answers: see ``diff_states``."""
+        return diff_states(self._get(before), self._get(after), self.repr_limit, self._threads,
+                           self.describe_budget)

@@ -17,7 +17,6 @@ it through ``on_abandon``.
 Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 """
 
-import builtins
 import contextvars
 import itertools
 import os
@@ -31,7 +30,8 @@ from .states import cow
 from .notebook import magics
 from .checkpoints import Checkpointing
 from .porting import Porting
-from .describe import BUDGET as DESCRIBE_BUDGET, describe_state, diff_states
+from .describe import BUDGET as DESCRIBE_BUDGET, Describing
+from .following import Following
 from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
                      KernelError, ProtectedState, StateExists, UnknownExecution,
                      UnknownState, check_name, positive)  # (re-exported for main and tests)
@@ -50,7 +50,7 @@ DEFAULT_REPR_LIMIT = 2000    # characters of each variable's repr in describe()
 DEFAULT_IMAGE_LIMIT = 1 << 20  # bytes of one image in an output; a larger one becomes a note
 
 
-class SnapshotKernel(Deadlines, Checkpointing, Porting):
+class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
     """Holds the states and runs cells against them, each on a cell thread."""
 
     def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
@@ -117,45 +117,6 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting):
         with self._lock:
             return list(self._states)
 
-    def describe(self, name):
-        """What GET /states/<name> answers: see ``describe.describe_state``."""
-        state = self._get(name)
-        return describe_state(state, self.repr_limit, self._threads, self.describe_budget,
-                              lambda describe: self._as_cell(state, describe))
-
-    def _as_cell(self, state, describe):
-        """Run ``describe(retry)`` as a cell of ``state`` would run: in its context with
-        its thread's settings, and its process-wide ones if no cell runs (a describe
-        never waits for cells)."""
-        process = self._process(state)
-        _, failed = cell.call_user(self._gate.apply_if_idle, process.shared)
-        if failed is not None:  # its working directory is gone, say: the reprs go on
-            cell.drop_tracebacks(failed)
-        process.new_context().run(self._describe_in_context, state, process, describe)
-
-    def _describe_in_context(self, state, process, describe):
-        process.enter_thread()
-        working = Working(state, TOUCHED, self.buffers)
-
-        def retry(key):  # only for a repr that failed: copying in costs
-            working.namespace["__builtins__"] = builtins
-            failed = cell.call_user(working.materialize, {key})[1]
-            if failed is not None:
-                cell.drop_tracebacks(failed)
-                return f"{cell.REPR_FAILED}{type(failed).__name__}>"
-            leave_main = mainmodule.running(working.namespace)
-            try:
-                return cell.safe_repr(working.namespace[key], self.repr_limit)
-            finally:
-                leave_main()
-
-        describe(retry)
-
-    def diff(self, before, after):
-        """What GET /states/<a>/diff/<b> answers: see ``describe.diff_states``."""
-        return diff_states(self._get(before), self._get(after), self.repr_limit, self._threads,
-                           self.describe_budget)
-
     def delete(self, name):
         """Drop a state. Its children keep what they use of it; the rest is freed."""
         with self._lock:
@@ -195,17 +156,6 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting):
 
     def _initial(self):
         return State(INITIAL, fresh_namespace(), None, "")
-
-    def _process(self, state):
-        """What ``state`` carries besides its namespace; for ``initial``, the server's
-        settings as the first cell found them (a host such as pytest changes its
-        environment between making a kernel and running a cell)."""
-        if state.process is not None:
-            return state.process
-        with self._initial_lock:  # not the kernel lock: reading them runs library code
-            if self._initial_process is None:
-                self._initial_process = settings.initial()
-            return self._initial_process
 
     def _get(self, name):
         with self._lock:
@@ -396,18 +346,6 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting):
             after = self._leave_gate(run, before, alongside)
         return outcome if outcome.error is not None else Outcome(outcome.stored, process=after)
 
-    def _leave_gate(self, run, before, alongside):
-        """What the cell's thread and process ended with; the gate learns it too."""
-        after = None
-        try:
-            after = before.after(run.context)
-        finally:  # even if the cell failed: the process holds what it left
-            others = self._gate.leave(None if after is None else after.shared)
-            run.context = None
-        if (alongside or others) and after.shared is not before.shared:
-            run.capture.add(_mixed_note(before.shared, after.shared))
-        return after
-
     def _run_cell(self, run):
         outcome, exc = cell.call_user(self._copy_run_copy, run)
         _, failed = cell.call_user(plots.flush, run.capture)  # figures show even if it raised
@@ -520,13 +458,3 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting):
 
 def _thread_name(run):
     return f"snapshot-kernel cell {run.exec_id}"
-
-
-def _mixed_note(before, after):
-    """A stderr note: this cell changed process-wide settings while others ran."""
-    names = ", ".join(sorted(name for name in set(before) | set(after)
-                             if before.get(name) != after.get(name)))
-    return {"output_type": "stream", "name": "stderr",
-            "text": f"snapshot-kernel: this cell changed process-wide settings ({names}) "
-                    "while other cells were running; they may have seen the change. Run "
-                    "cells that change them alone to keep states exact.\n"}

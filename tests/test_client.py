@@ -347,3 +347,24 @@ def test_the_module_reads_only_the_standard_library():
     assert imported <= set(stdlib), imported - set(stdlib)
     assert not [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                 and node.level > 0]
+
+
+def test_a_state_exported_to_a_file_imports_as_a_new_state(kernel, tmp_path):
+    kernel.execute("import numpy as np\nbig = np.arange(300_000)\ndef total():\n"
+                   "    return int(big.sum())", new_state_name="to-move")
+    archive = tmp_path / "to-move.tar"
+    exported = kernel.export_state("to-move", archive)
+    assert exported["size"] == archive.stat().st_size and exported["size"] > 2_400_000
+    assert exported["content_type"] == "application/x-tar"
+    with open(archive, "rb") as opened:
+        reply = kernel.import_state("moved", opened)
+    assert reply["imported"] == "moved" and reply["original"]["name"] == "to-move"
+    assert kernel.execute("total()", "moved")["output"][-1]["data"]["text/plain"] == \
+        str(sum(range(300_000)))
+    with pytest.raises(Conflict, match="already exists"):
+        kernel.import_state("moved", archive)
+    with pytest.raises(BadRequest, match="not a state archive|damaged|truncated"):
+        kernel.import_state("broken", archive.read_bytes()[:5000])
+    with pytest.raises(NotFound):
+        kernel.export_state("no-such-state", io.BytesIO())
+    assert "broken" not in kernel.states()["states"]

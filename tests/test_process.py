@@ -13,7 +13,8 @@ import threading
 
 import pytest
 
-from helpers import ok, printed
+import helpers
+from helpers import WAIT, ok, printed
 
 np = pytest.importorskip("numpy")
 HOME = os.getcwd()  # where the tests (and so the kernels they make) start
@@ -229,11 +230,13 @@ def test_a_state_whose_working_directory_is_gone_says_so_and_others_run(tmp, ker
     assert printed(kernel, "import os\nprint(os.getcwd())", "initial") == f"{HOME}\n"
 
 
-def test_a_cell_waiting_for_other_settings_is_stopped_by_its_timeout(tmp, kernel):
+def test_a_cell_waiting_for_other_settings_is_stopped_by_its_timeout(tmp, kernel, signal_name):
     ok(kernel, f"import os, time\nos.chdir({tmp!r})", new_state_name="there")
-    ok(kernel, "import time", new_state_name="here")
-    long = threading.Thread(target=kernel.execute, args=("time.sleep(3)", "here"))
+    ok(kernel, "import time, helpers", new_state_name="here")
+    long = threading.Thread(target=kernel.execute, args=(
+        f"helpers.{signal_name}.set()\ntime.sleep(3)", "here"))
     long.start()
+    assert getattr(helpers, signal_name).wait(WAIT)  # it runs: the process has its settings
     try:
         reply = kernel.execute("print('ran')", "there", timeout=0.5)
         assert reply["error"]["ename"] == "TimeoutError" and reply["output"][:1] != [
