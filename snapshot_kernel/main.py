@@ -91,7 +91,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.get("/executions/<exec_id>/output")
     def get_output(exec_id):
-        stream = bottle.request.query.getunicode("stream") or "stdout"
+        stream = bottle.request.query.getunicode("stream", "stdout")
         if stream not in ("stdout", "stderr"):
             raise bottle.HTTPError(400, "stream must be stdout or stderr")
         offset = _query_number("offset", 0, MAX_OFFSET, whole=True)

@@ -36,8 +36,8 @@ class BadRequest(Exception):
 
 def query_number(name, text, default, highest, whole=False):
     """The text of query parameter ``?name=`` as a number from 0 to ``highest``;
-    ``default`` if it is absent or empty."""
-    if text is None or text == "":
+    ``default`` if it is absent. Empty is not absent: the document says a number."""
+    if text is None:
         return default
     try:
         value = int(text) if whole else float(text)
