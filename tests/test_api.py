@@ -154,7 +154,7 @@ def test_a_non_ascii_token_is_compared_as_utf8(kernel):
 
 GOOD = {"code": "x = 1", "state_name": "initial"}
 BAD_NAMES = ["", "a/b", "a\\b", "x\n", "tab\there", "\u0000", ".", "..", " lead", "trail ",
-             "n" * 129]
+             "n" * 129, "a\u2028b", "\ud800", "\u3000lead", "trail\ufeff"]
 
 BAD_REQUESTS = [
     pytest.param("/execute", b"{not json", "JSON", id="not-json"),
@@ -379,7 +379,8 @@ def test_a_cell_value_whose_repr_raises_is_still_a_result(app):
 
 
 @pytest.mark.parametrize("name", ["caf\u00e9 au lait \u2615", "50% off?#", "a+b",
-                                  "\u00e9" * 128])
+                                  "\u00e9" * 128, "\U0005a1cb", "\ue000 private",
+                                  "\U0001f468\u200d\U0001f469", "non\u00a0breaking"])
 def test_a_name_with_spaces_or_non_ascii_round_trips_through_the_url(app, name):
     execute(app, "x = 1", new_state_name=name)
     assert state_names(app) == ["initial", name]

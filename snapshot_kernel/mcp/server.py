@@ -76,7 +76,7 @@ DESCRIPTIONS = {
 }
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
-NAME = "a state's name: printable, at most 128 characters, no '/'"
+NAME = "a state's name: at most 128 characters, no '/', '\\' or control characters"
 
 
 def create_server(backend):

@@ -11,7 +11,7 @@ the server's real replies against it.
 
 from importlib import metadata
 
-from ..errors import MAX_NAME_LENGTH, MAX_POSITIVE
+from ..errors import MAX_NAME_LENGTH, MAX_POSITIVE, NAME_PATTERN
 from ..execution import STATUSES
 from ..kernel import DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT
 from .bodies import (DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS, INTERRUPT_FIELDS, MAX_OFFSET, MAX_PAGE,
@@ -93,14 +93,12 @@ TEXT = {"type": "string"}
 WHOLE = {"type": "integer", "minimum": 0}
 FLAG = {"type": "boolean"}
 TIMESTAMP = {"type": "string", "format": "date-time"}
-# What errors.check_name accepts, as near as a pattern that every validator reads can say:
-# no '/', '\\' or control character, and no whitespace at either end.
-_NAME_CHAR = r"[^/\\\x00-\x1f\x7f-\x9f]"
-_NAME_END = r"[^/\\\s\x00-\x1f\x7f-\x9f]"
 NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH,
-        "pattern": f"^{_NAME_END}(?:{_NAME_CHAR}*{_NAME_END})?$", "examples": ["initial"],
-        "description": f"printable, 1 to {MAX_NAME_LENGTH} characters, not '.' or '..', without "
-                       "'/' or '\\', and not starting or ending with whitespace"}
+        "pattern": NAME_PATTERN, "examples": ["initial"],  # exactly what errors.check_name takes
+        "description": f"1 to {MAX_NAME_LENGTH} characters, not '.' or '..', without '/', "
+                       "'\\', control characters (U+0000-U+001F, U+007F-U+009F), line or "
+                       "paragraph separators or lone surrogates, and not starting or ending "
+                       "with whitespace"}
 _JSON_TYPES = {(str,): "string", (int, float): "number", (int,): "integer", (bool,): "boolean"}
 
 
