@@ -215,7 +215,19 @@ def test_an_unknown_name_or_route_is_404(app, method, path, body):
 def test_a_wrong_method_is_405_with_allow(app, method, path):
     response = send(app, method, path)
     assert_json_error(response, 405)
-    assert response.headers["Allow"]
+    allowed = response.headers["Allow"].split(",")
+    assert allowed and all(each in response.json["error"] for each in allowed)
+    assert response.json["error"].startswith(f"{method} is not allowed on {path}; use ")
+
+
+@pytest.mark.parametrize("path, nearest", [("/exec", "POST /execute"),
+                                           ("/state/initial", "GET /states/{name}"),
+                                           ("/execution", "GET /executions")])
+def test_an_unknown_route_is_404_naming_the_nearest_and_every_route(app, path, nearest):
+    error = send(app, "GET", path).json["error"]
+    assert f"no route {path!r}; did you mean {nearest}" in error
+    assert "POST /execute, GET /executions, GET /executions/{exec_id}" in error
+    assert "GET /openapi.json" in error
 
 
 def test_an_existing_new_state_name_is_409_and_the_state_stays_as_it_was(app):

@@ -32,7 +32,8 @@ the code succeeds, stores the result as a new state. `initial` is the empty stat
 Every route needs the token, as `Authorization: Bearer <token>` or as `?token=<token>`. \
 Every 4xx and 5xx reply is `{"error": "<what is wrong and how to fix it>"}` as JSON, and a \
 refused request changes nothing. A route asked with a method it does not serve answers 405 \
-with an `Allow` header; an unknown route answers 404. Code runs with the server's rights: \
+with an `Allow` header, its error naming the methods to use; an unknown route answers 404, \
+its error naming the nearest route and listing them all. Code runs with the server's rights: \
 it is not a sandbox."""
 
 
