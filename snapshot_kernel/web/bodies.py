@@ -40,9 +40,11 @@ def query_number(name, text, default, highest, whole=False):
     if text is None:
         return default
     try:
-        value = int(text) if whole else float(text)
+        value = float(text)
     except ValueError:
-        value = -1
+        value = -1.0
+    if whole:  # JSON Schema: 7.0 is an integer
+        value = int(value) if value.is_integer() else -1
     if not 0 <= value <= highest:
         kind = "a whole number" if whole else "a number"
         raise BadRequest(400, f"?{name}= must be {kind} from 0 to {highest:g}, not {text!r}")
@@ -62,6 +64,8 @@ def json_body(environ, max_body, fields):
         value = body.get(name)
         if value is None and required:
             raise BadRequest(400, f"field {name!r} is required")
+        if types == WHOLE and isinstance(value, float) and value.is_integer():
+            value = body[name] = int(value)  # JSON Schema: 7.0 is an integer
         if value is not None and not _of_type(value, types):
             expected = " or ".join(sorted({_json_type(t()) for t in types}))
             raise BadRequest(400, f"field {name!r} must be {expected}, "
