@@ -68,12 +68,20 @@ def check_name(name, what="state name"):
                           "separators or lone surrogates, or start or end with whitespace")
 
 
+def seconds_or_none(name, value, default):
+    """``value`` seconds if it is a positive number; None (no limit) if it is 0, as for
+    ``--timeout 0``; ``default`` if it is None."""
+    if value == 0 and not isinstance(value, bool):
+        return None
+    return positive(name, value, default)
+
+
 def positive(name, value, default, whole=False):
     """``value`` if it is a positive number (a whole one if ``whole``), else ``default``."""
     if value is None:
         return default
     kinds = (int,) if whole else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds) or not 0 < value < MAX_POSITIVE:
-        kind = "whole number" if whole else "number of seconds"
+        kind = "whole number" if whole else "number of seconds (0: no limit)"
         raise InvalidArgument(f"{name} must be a positive {kind}, got {value!r}")
     return value

@@ -32,7 +32,8 @@ from .checkpoints import Checkpointing
 from .describe import BUDGET as DESCRIBE_BUDGET, describe_state
 from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
                      KernelError, ProtectedState, StateExists, UnknownExecution,
-                     UnknownState, check_name, positive)  # (re-exported for main and tests)
+                     UnknownState, check_name, positive,  # (re-exported for main and tests)
+                     seconds_or_none)
 from .execution import (DONE, RUNNING, Execution, Executions, Outcome, explain_gone,
                         interrupted_error, judged, kernel_error, new_exec_id, reply_for)
 from .states.storage import TOUCHED, Namespace, State, Working, fresh_namespace, sizes
@@ -209,7 +210,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
             check_name(exec_id, "exec_id")
         if new_state_name is not None:
             check_name(new_state_name, "new_state_name")
-        limits = (positive("timeout", timeout, self.timeout),
+        limits = (seconds_or_none("timeout", timeout, self.timeout),
                   positive("max_output", max_output, self.output_limit, whole=True))
         run = self._begin(code, state_name, exec_id, new_state_name, *limits, **hooks)
         if self._store is not None:  # so a restart can say it ended there

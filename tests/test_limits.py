@@ -66,6 +66,16 @@ def test_the_server_default_timeout_applies_when_the_request_names_none():
     assert reply["error"]["ename"] == "TimeoutError"
 
 
+def test_a_timeout_of_0_means_no_limit_as_for_the_server(kernel, app):
+    # --timeout 0 meant no limit while "timeout": 0 was refused; now both mean the same.
+    kernel.timeout = 0.2
+    reply = app.post_json("/execute", {"code": "import time\ntime.sleep(0.5)\n'slept'",
+                                       "state_name": "initial", "timeout": 0}).json
+    assert reply["error"] is None and result(reply) == "'slept'"
+    [run] = app.get("/executions").json["finished"]
+    assert run["timeout"] is None
+
+
 def test_a_cell_that_survives_its_timeout_still_stores_nothing(kernel):
     code = ("import time\n"
             "try:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print('caught')\n"
@@ -76,12 +86,18 @@ def test_a_cell_that_survives_its_timeout_still_stores_nothing(kernel):
     assert reply["state_name"] is None
 
 
-@pytest.mark.parametrize("value", [0, -1, True, "5", 10 ** 10])
+@pytest.mark.parametrize("value", [-1, True, False, "5", "0", 10 ** 10, -0.5])
 def test_timeout_and_max_output_must_be_positive_numbers(kernel, value):
     with pytest.raises(InvalidArgument):
         kernel.execute("1", "initial", timeout=value)
     with pytest.raises(InvalidArgument):
         kernel.execute("1", "initial", max_output=value)
+
+
+def test_max_output_of_0_is_refused_where_a_timeout_of_0_is_no_limit(kernel):
+    with pytest.raises(InvalidArgument):
+        kernel.execute("1", "initial", max_output=0)
+    assert kernel.execute("1", "initial", timeout=0)["error"] is None
 
 
 @pytest.fixture

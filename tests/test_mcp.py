@@ -227,7 +227,7 @@ REFUSED_CALLS = {
     "delete initial": ("delete_state", {"name": "initial"}, "cannot be deleted"),
     "name taken": ("execute_code", {"code": "1", "new_state_name": "initial"}, "already exists"),
     "bad name": ("execute_code", {"code": "1", "new_state_name": "a/b"}, "new_state_name"),
-    "negative timeout": ("execute_code", {"code": "1", "timeout": -1}, "greater than 0"),
+    "negative timeout": ("execute_code", {"code": "1", "timeout": -1}, "greater than or equal to 0"),
     "interrupt nothing": ("interrupt", {"exec_id": "mcp-nope"}, "no running execution"),
     "unknown execution": ("get_execution", {"exec_id": "mcp-nope"},
                           "list_executions lists the running ones"),

@@ -107,8 +107,8 @@ class Tools:
             new_state_name: Annotated[Optional[str], Field(
                 description=f"the new state's name (default: state-N); {NAME}, not taken")] = None,
             timeout: Annotated[Optional[float], Field(
-                gt=0, description="seconds before the code is interrupted (default: the "
-                                  "server's --timeout)")] = None,
+                ge=0, description="seconds before the code is interrupted, 0 for no limit "
+                                  "(default: the server's --timeout)")] = None,
             wait: Annotated[bool, Field(
                 description="false: answer at once with the exec_id, then poll "
                             "get_execution")] = True,

@@ -174,9 +174,10 @@ def _execute_fields():
                                                          "`state-N`."},
         "exec_id": {**ref("Name"), "description": "Your id for the execution; by default a "
                                                   "random hex string."},
-        "timeout": {"exclusiveMinimum": 0, "exclusiveMaximum": MAX_POSITIVE,
-                    "description": "Seconds before the cell is interrupted; by default the "
-                                   f"server's --timeout ({DEFAULT_TIMEOUT:g} unless set)."},
+        "timeout": {"minimum": 0, "exclusiveMaximum": MAX_POSITIVE,
+                    "description": "Seconds before the cell is interrupted, 0 for no limit (as "
+                                   "--timeout 0); by default the server's --timeout "
+                                   f"({DEFAULT_TIMEOUT:g} unless set)."},
         "max_output": {"minimum": 1, "exclusiveMaximum": MAX_POSITIVE,
                        "description": "Characters kept per output stream and per text item; "
                                       f"by default the server's --max-output "
