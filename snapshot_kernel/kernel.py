@@ -25,7 +25,7 @@ import threading
 import traceback
 
 from .runtime import capture, display, interrupt, plots
-from . import cell, checkpoints
+from . import cell, checkpoints, heap
 from .states import cow
 from .notebook import magics
 from .checkpoints import Checkpointing
@@ -65,7 +65,7 @@ class SnapshotKernel(Deadlines, Checkpointing):
         ``state_dir``, every state is saved there before it is announced, and the states
         found there are loaded (``store``); ``max_memory`` then bounds the bytes of
         stored objects kept in memory."""
-        for patch in (capture, interrupt, plots, display, checkpoints):
+        for patch in (capture, interrupt, plots, display, checkpoints, heap):
             patch.install()
         self.timeout, self.grace = timeout, grace
         self.output_limit, self.image_limit = output_limit, image_limit
@@ -112,7 +112,12 @@ class SnapshotKernel(Deadlines, Checkpointing):
                               self.describe_budget)
 
     def delete(self, name):
-        """Drop a state. Its children keep what they use of it; the rest is freed."""
+        """Drop a state. Its children keep what they use of it; the rest is freed, and
+        given back to the system."""
+        self._drop(name)
+        heap.give_back()  # now that nothing here holds the state
+
+    def _drop(self, name):
         with self._lock:
             if name == INITIAL:
                 raise ProtectedState(f"state {INITIAL!r} cannot be deleted; POST /reset "
@@ -140,12 +145,14 @@ class SnapshotKernel(Deadlines, Checkpointing):
         initial = State(INITIAL, fresh_namespace(), None, "")
         with self._lock:
             self._generation += 1
-            self._states = {INITIAL: initial}
+            dropped, self._states = self._states, {INITIAL: initial}
             self._reserved.clear()
             for run in self._runs.running.values():
                 self._interrupt_locked(run, "reset")
+        del dropped  # freed outside the lock
         if self._store is not None:
             self._store.reset(initial)
+        heap.give_back()
         return [INITIAL]
 
     def _get(self, name):
