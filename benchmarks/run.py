@@ -2,6 +2,7 @@
 
     python benchmarks/run.py            # full sizes, about a minute or two
     python benchmarks/run.py --quick    # every size 10x smaller: a smoke run
+    python benchmarks/run.py --printing # only the printing section
 
 A program, not a test: it prints figures and exits 0 whatever they are. Every
 figure is a median of several repetitions (time.perf_counter), and every ratio
@@ -18,6 +19,9 @@ Sections:
   curves           execute time against state size, and against touched size
   many-states      GET /states with 10**5 states against one, and the share of
                    storing them that went to the garbage collector
+  printing         a cell of 200,000 print() calls through a server process (POST
+                   /execute), against the same code in a plain process printing
+                   into contextlib.redirect_stdout(io.StringIO())
 
 The baselines read a stored namespace through ``kernel._states`` (see
 ``stored_namespace``); nothing else reaches into the kernel.
@@ -30,6 +34,7 @@ import gc
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -39,9 +44,10 @@ from dataclasses import dataclass
 import snapshot_kernel
 from snapshot_kernel.kernel import INITIAL, SnapshotKernel
 
+import harness
 import serving
 
-TARGETS = {"touch-small": 0.05, "children-memory": 0.2, "http-trivial": 1.5}
+TARGETS = {"touch-small": 0.05, "children-memory": 0.2, "http-trivial": 1.5, "printing": 2.0}
 CHILDREN = 10
 INTS_PER_LIST = 100  # the large state is made of lists of this many distinct ints
 
@@ -60,16 +66,19 @@ class Sizes:
     curve_repeats: int
     http_rounds: int
     http_per_round: int
+    prints: int           # print() calls in the printing cell
 
 
 FULL = Sizes(dicts=10 ** 5, names=2000, dicts_per_name=50, big_lists=22000,
              state_sizes=(10 ** 3, 10 ** 4, 10 ** 5, 3 * 10 ** 5),
              touched_sizes=(10 ** 2, 10 ** 3, 10 ** 4, 10 ** 5),
-             repeats=7, curve_repeats=5, http_rounds=20, http_per_round=100)
+             repeats=7, curve_repeats=5, http_rounds=20, http_per_round=100,
+             prints=200000)
 QUICK = Sizes(dicts=10 ** 4, names=200, dicts_per_name=50, big_lists=2200,
               state_sizes=(10 ** 2, 10 ** 3, 10 ** 4, 3 * 10 ** 4),
               touched_sizes=(10, 10 ** 2, 10 ** 3, 10 ** 4),
-              repeats=3, curve_repeats=3, http_rounds=10, http_per_round=10)
+              repeats=3, curve_repeats=3, http_rounds=10, http_per_round=10,
+              prints=20000)
 
 
 # -- cells and states ------------------------------------------------------------
@@ -213,6 +222,45 @@ def touched_size_curve(sizes):
             for k in sizes.touched_sizes]
 
 
+# The baseline of the printing section: the cell's code in a plain process, its prints
+# going into a StringIO; it prints the seconds the code took (not the process's start).
+PLAIN_PRINTER = """
+import contextlib, io, sys, time
+code = compile(sys.argv[1], "<cell>", "exec")
+start = time.perf_counter()
+with contextlib.redirect_stdout(io.StringIO()):
+    exec(code, {})
+sys.stderr.write(repr(time.perf_counter() - start))
+"""
+
+
+def printing(sizes):
+    """Median seconds ``(through a server, plain)`` of a cell of ``sizes.prints`` prints.
+
+    The server is a process of its own (``harness``), asked over keep-alive HTTP
+    as a client would; each plain run is a fresh process. Interleaved.
+    """
+    code = f"for i in range({sizes.prints}):\n    print(i)"
+    served, plain = [], []
+    with harness.running("product") as server:
+        server.execute("1 + 1", "initial")  # its first cell imports what cells need
+
+        def serve():
+            elapsed, reply = server.execute(code, "initial")
+            server.request("DELETE", f"/states/{reply['state_name']}")
+            served.append(elapsed)
+
+        def run_plain():
+            done = subprocess.run([sys.executable, "-c", PLAIN_PRINTER, code], check=True,
+                                  capture_output=True, text=True, timeout=600)
+            plain.append(float(done.stderr))
+
+        for repeat in range(sizes.repeats):
+            for action in (serve, run_plain) if repeat % 2 == 0 else (run_plain, serve):
+                action()
+    return statistics.median(served), statistics.median(plain)
+
+
 # -- printing --------------------------------------------------------------------
 
 
@@ -312,6 +360,14 @@ def print_curve(title, note, column, rows):
         print(f"   {size:>22,} {ms(execute)} {ms(baseline):>11} {ratio(execute / baseline)}")
 
 
+def print_printing(served, plain, sizes):
+    heading("printing", f"a cell of {sizes.prints:,} print() calls: POST /execute to a server "
+                        "process, against a plain process printing into redirect_stdout("
+                        f"io.StringIO()); median of {sizes.repeats}")
+    print(f"   server {ms(served)} ms; plain {ms(plain)} ms; "
+          f"server / plain {ratio(served / plain)}")
+
+
 def print_summary(ratios):
     heading("summary", "targets from the issue; a ratio at or under its target passes")
     for name, (what, value) in ratios.items():
@@ -338,10 +394,17 @@ def print_machine(quick):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="every size 10x smaller")
-    quick = parser.parse_args(argv).quick
+    parser.add_argument("--printing", action="store_true", help="only the printing section")
+    args = parser.parse_args(argv)
+    quick = args.quick
     sizes = QUICK if quick else FULL
     started = time.perf_counter()
     print_machine(quick)
+    if args.printing:
+        served, plain = printing(sizes)
+        print_printing(served, plain, sizes)
+        print_summary({"printing": ("server / plain process", served / plain)})
+        return
 
     touch = touch_small(sizes)
     print_touch_small(touch, sizes)
@@ -366,12 +429,16 @@ def main(argv=None):
     print(f"   storing the {states:,} states (`x = N` each) took {building:.1f} s, "
           f"{collecting / building:.0%} of it in the garbage collector")
 
+    served, plain = printing(sizes)
+    print_printing(served, plain, sizes)
+
     _, execute, baseline = touch[0]
     print_summary({
         "touch-small": ("execute / deepcopy", execute / baseline),
         "children-memory": (f"added by {CHILDREN} / state", added / state),
         "http-trivial": ("kernel / bare latency", statistics.median(kernel_times)
                          / statistics.median(bare_times)),
+        "printing": ("server / plain process", served / plain),
     })
     print(f"\n(ran in {time.perf_counter() - started:.0f} s)")
 

@@ -245,13 +245,26 @@ def _plain_text(text, fallback):
 
 
 def _hide_kernel_frames(report):
-    """Remove this package's frames from ``report`` and the exceptions chained to it."""
+    """Remove the kernel's frames from ``report`` and the exceptions chained to it: this
+    package's, and those it calls until a cell's code runs again (``ast.parse`` for a
+    SyntaxError). A library a cell calls keeps its frames."""
     seen = set()
     while report is not None and id(report) not in seen:
         seen.add(id(report))
-        report.stack[:] = [frame for frame in report.stack
-                           if not frame.filename.startswith(_PACKAGE_DIR)]
+        report.stack[:] = _users_frames(report.stack)
         report = report.__cause__ or report.__context__
+
+
+def _users_frames(stack):
+    kept, in_kernel = [], False
+    for frame in stack:
+        if frame.filename.startswith(_PACKAGE_DIR):
+            in_kernel = True
+        elif frame.filename.startswith(CELL_FILENAME_PREFIX):
+            in_kernel = False
+        if not in_kernel:
+            kept.append(frame)
+    return kept
 
 
 def drop_tracebacks(exc):

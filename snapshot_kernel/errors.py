@@ -3,8 +3,24 @@
 ``main.py`` maps each subclass to an HTTP status (``KERNEL_ERROR_STATUS``).
 """
 
+import re
+
 MAX_NAME_LENGTH = 128
 MAX_POSITIVE = 10 ** 9  # a timeout or max_output must be below it
+# What a name may not hold, as classes that Python's re and ECMA-262 (JSON Schema's
+# patterns) read alike, so GET /openapi.json says what check_name takes. Fixed code
+# points, not Unicode categories: a name taken on one Python is taken on another.
+# Anywhere: the path separators, C0 and C1 controls, line and paragraph separators.
+_NOWHERE = r"/\\\x00-\x1f\x7f-\x9f\u2028\u2029"
+# At either end: whitespace, as ECMA-262's \s (Python's differs at U+FEFF).
+_NOT_AT_ENDS = r"\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u202f\u205f\u3000\ufeff"
+NAME_PATTERN = (rf"^(?!\.\.?$)[^{_NOWHERE}{_NOT_AT_ENDS}]"
+                rf"(?:[^{_NOWHERE}]*[^{_NOWHERE}{_NOT_AT_ENDS}])?$")
+_NAME = re.compile(NAME_PATTERN)
+# And lone surrogates: no UTF-8, so no URL, log line or file name can hold them. Only the
+# document's description says so: JSON text does not carry them portably, and validators
+# whose strings are UTF-8 (Rust's, schemathesis's) cannot compile a pattern naming them.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class KernelError(Exception):
@@ -88,9 +104,17 @@ def check_name(name, what="state name"):
         raise InvalidName(f"{what} is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}")
     if name in (".", "..") or "/" in name or "\\" in name:
         raise InvalidName(f"{what} {name!r} may not be '.', '..' or contain '/' or '\\'")
-    if not name.isprintable() or name != name.strip():
-        raise InvalidName(f"{what} {name!r} may not contain control characters "
-                          "or start or end with whitespace")
+    if not _NAME.fullmatch(name) or _SURROGATE.search(name):
+        raise InvalidName(f"{what} {name!r} may not contain control characters, line "
+                          "separators or lone surrogates, or start or end with whitespace")
+
+
+def seconds_or_none(name, value, default):
+    """``value`` seconds if it is a positive number; None (no limit) if it is 0, as for
+    ``--timeout 0``; ``default`` if it is None."""
+    if value == 0 and not isinstance(value, bool):
+        return None
+    return positive(name, value, default)
 
 
 def positive(name, value, default, whole=False):
@@ -99,6 +123,6 @@ def positive(name, value, default, whole=False):
         return default
     kinds = (int,) if whole else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds) or not 0 < value < MAX_POSITIVE:
-        kind = "whole number" if whole else "number of seconds"
+        kind = "whole number" if whole else "number of seconds (0: no limit)"
         raise InvalidArgument(f"{name} must be a positive {kind}, got {value!r}")
     return value

@@ -26,6 +26,7 @@ STARTING, RUNNING, DONE = "starting", "running", "done"
 STATUSES = ("running", "completed", "failed", "interrupted", "timed_out", "stuck", "crashed")
 DEFAULT_KEEP_SECONDS = 3600.0  # how long a finished execution's record is kept
 DEFAULT_KEEP_COUNT = 1000      # and how many of them at most
+DEFAULT_KEEP_BYTES = 256 * 2 ** 20  # and how many characters of their replies (the latest stays)
 
 
 class Done:
@@ -71,7 +72,7 @@ class Execution:
     """One execution; mutable fields are guarded by the kernel lock."""
 
     exec_id: str
-    code: str
+    code: Optional[str]  # None once it ended: the state it made holds its code
     state_name: str
     new_state_name: Optional[str]
     generation: int
@@ -101,6 +102,7 @@ class Execution:
     client_gone: object = None  # for a cell run on its caller's thread: true once the caller left
     on_abandon: object = None   # ... and called with the reply if it is given up on (stuck)
     crash: Optional[dict] = None  # how the server process running it died (crashes.cause_of)
+    size: int = 0             # characters its reply holds, once it is kept as finished
 
     @property
     def status(self):
@@ -143,10 +145,12 @@ class Execution:
 class Executions:
     """The running executions, and the finished ones still kept."""
 
-    def __init__(self, keep_seconds=DEFAULT_KEEP_SECONDS, keep_count=DEFAULT_KEEP_COUNT):
-        self.keep_seconds, self.keep_count = keep_seconds, keep_count
+    def __init__(self, keep_seconds=DEFAULT_KEEP_SECONDS, keep_count=DEFAULT_KEEP_COUNT,
+                 keep_bytes=DEFAULT_KEEP_BYTES):
+        self.keep_seconds, self.keep_count, self.keep_bytes = keep_seconds, keep_count, keep_bytes
         self.running = {}
         self.finished = collections.OrderedDict()
+        self.kept_bytes = 0  # the sizes of the finished ones
 
     def get(self, exec_id):
         run = self.running.get(exec_id) or self.finished.get(exec_id)
@@ -155,7 +159,9 @@ class Executions:
         return run
 
     def add(self, run):
-        self.finished.pop(run.exec_id, None)  # a finished one's id may be used again
+        earlier = self.finished.pop(run.exec_id, None)  # a finished one's id may be used again
+        if earlier is not None:
+            self.kept_bytes -= earlier.size
         self.running[run.exec_id] = run
 
     def restored(self, summary, crash=None, states_kept=True):
@@ -179,25 +185,34 @@ class Executions:
                      "error": error, "exec_id": run.exec_id, "parent": run.state_name,
                      "checkpoints": run.checkpoints}
         run.done.set()
-        self.finished[run.exec_id] = run
+        self._keep(run)
         self.end(run)
 
     def end(self, run):
         """``run``'s thread is done: keep its record among the finished ones."""
         run.ended, run.ended_at = True, time.monotonic()
         run.source = run.working = None  # a kept record must not keep states alive
+        run.code = None  # nor its code (5 MB of source, 20 times, stayed an hour)
         if self.running.get(run.exec_id) is run:
             del self.running[run.exec_id]
-            self.finished[run.exec_id] = run
+            self._keep(run)
         self.prune()
 
+    def _keep(self, run):
+        run.size = _characters(run.reply)
+        self.kept_bytes += run.size
+        self.finished[run.exec_id] = run
+
     def prune(self):
+        """Drop the oldest finished records past the count, the age or the bytes."""
         now = time.monotonic()
         while self.finished:
             oldest = next(iter(self.finished.values()))
-            if len(self.finished) <= self.keep_count and now - oldest.ended_at < self.keep_seconds:
+            if (len(self.finished) <= self.keep_count and now - oldest.ended_at < self.keep_seconds
+                    and (self.kept_bytes <= self.keep_bytes or len(self.finished) == 1)):
                 break
             self.finished.popitem(last=False)
+            self.kept_bytes -= oldest.size
             oldest.capture.discard()
 
 
@@ -218,6 +233,17 @@ def crash_error(cause, last_checkpoint, states_kept):
                 "--state-dir to keep them across a crash")
     return kernel_error("KernelCrash", f"the server process {cause['cause']} while this cell "
                         f"ran, and a new one took over; {kept}")
+
+
+def _characters(value):
+    """Characters of the strings in ``value`` (a reply: dicts, lists, strings, numbers)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(key) + _characters(each) for key, each in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(_characters(each) for each in value)
+    return 8
 
 
 def stuck_error(run, grace):

@@ -25,7 +25,7 @@ import threading
 import traceback
 
 from .runtime import capture, display, interrupt, mainmodule, plots, settings
-from . import cell, checkpoints
+from . import cell, checkpoints, heap
 from .states import cow
 from .notebook import magics
 from .checkpoints import Checkpointing
@@ -34,7 +34,8 @@ from .describe import BUDGET as DESCRIBE_BUDGET, Describing
 from .following import Following
 from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
                      KernelError, ProtectedState, StateExists, UnknownExecution,
-                     UnknownState, check_name, positive)  # (re-exported for main and tests)
+                     UnknownState, check_name, positive,  # (re-exported for main and tests)
+                     seconds_or_none)
 from .execution import (DONE, RUNNING, Execution, Executions, Outcome, explain_gone,
                         interrupted_error, judged, kernel_error, new_exec_id, reply_for)
 from .states.storage import TOUCHED, Namespace, State, Working, fresh_namespace, sizes
@@ -69,7 +70,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         ``crash`` says how the last one died (its executions are reported ``crashed``),
         and without a state directory, running executions are noted in ``journal``
         (``crashes``)."""
-        for patch in (capture, interrupt, plots, display, checkpoints, mainmodule):
+        for patch in (capture, interrupt, plots, display, checkpoints, mainmodule, heap):
             patch.install()
         self._initial_process = None  # the server's settings, read when the first cell runs
         self._initial_lock = threading.Lock()
@@ -118,7 +119,12 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             return list(self._states)
 
     def delete(self, name):
-        """Drop a state. Its children keep what they use of it; the rest is freed."""
+        """Drop a state. Its children keep what they use of it; the rest is freed, and
+        given back to the system."""
+        self._drop(name)
+        heap.give_back()  # now that nothing here holds the state
+
+    def _drop(self, name):
         with self._lock:
             if name == INITIAL:
                 raise ProtectedState(f"state {INITIAL!r} cannot be deleted; POST /reset "
@@ -146,12 +152,14 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         initial = self._initial()
         with self._lock:
             self._generation += 1
-            self._states = {INITIAL: initial}
+            dropped, self._states = self._states, {INITIAL: initial}
             self._reserved.clear()
             for run in self._runs.running.values():
                 self._interrupt_locked(run, "reset")
+        del dropped  # freed outside the lock
         if self._store is not None:
             self._store.reset(initial)
+        heap.give_back()
         return [INITIAL]
 
     def _initial(self):
@@ -219,7 +227,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             check_name(exec_id, "exec_id")
         if new_state_name is not None:
             check_name(new_state_name, "new_state_name")
-        limits = (positive("timeout", timeout, self.timeout),
+        limits = (seconds_or_none("timeout", timeout, self.timeout),
                   positive("max_output", max_output, self.output_limit, whole=True))
         run = self._begin(code, state_name, exec_id, new_state_name, *limits, **hooks)
         if self._store is not None:  # so a restart can say it ended there

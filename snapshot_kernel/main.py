@@ -8,10 +8,12 @@ An exception raised by a cell is not an HTTP error: it is a 200 whose ``error``
 is set.
 """
 
+import difflib
 import functools
 import hmac
 import json
 import os
+import re
 import sys
 import threading
 import urllib.parse
@@ -50,6 +52,7 @@ KERNEL_ERROR_STATUS = {
 }
 
 WAIT_SLICE = 0.25  # seconds between checks that a waiting client is still there
+_PLACEHOLDER = re.compile(r"<(\w+)>")  # Bottle's <name> in a route, shown as OpenAPI's {name}
 
 
 def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING,
@@ -109,7 +112,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.get("/executions/<exec_id>/output")
     def get_output(exec_id):
-        stream = bottle.request.query.getunicode("stream") or "stdout"
+        stream = bottle.request.query.getunicode("stream", "stdout")
         if stream not in ("stdout", "stderr"):
             raise bottle.HTTPError(400, "stream must be stdout or stderr")
         offset = _query_number("offset", 0, MAX_OFFSET, whole=True)
@@ -369,7 +372,22 @@ def _json_error(error):
     message = error.body if isinstance(error.body, str) and error.body else error.status_line
     if error.status_code == 500:
         message = "internal server error; the server log has the traceback"
+    elif error.status_code == 405 and "Allow" in error.headers:  # from Bottle's router
+        message = (f"{bottle.request.method} is not allowed on {bottle.request.path}; "
+                   f"use {' or '.join(error.headers['Allow'].split(','))}")
+    elif error.status_code == 404 and message.startswith("Not found: "):  # ditto: no route
+        message = _no_route(bottle.request.path, bottle.request.app.routes)
     return error_body(message)
+
+
+def _no_route(path, routes):
+    """What a 404 for an unknown route says: the nearest route, and all of them."""
+    rules = [_PLACEHOLDER.sub(r"{\1}", route.rule) for route in routes]
+    served = [f"{route.method} {rule}" for route, rule in zip(routes, rules)]
+    nearest = difflib.get_close_matches(path, rules, 1, 0.5)
+    hint = [each for each, rule in zip(served, rules) if nearest and rule == nearest[0]]
+    return (f"no route {path!r}" + (f"; did you mean {' or '.join(hint)}?" if hint else ".")
+            + f" The routes: {', '.join(served)} (GET /openapi.json describes them).")
 
 
 def _refuse_if_client_gone():

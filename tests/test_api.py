@@ -154,7 +154,7 @@ def test_a_non_ascii_token_is_compared_as_utf8(kernel):
 
 GOOD = {"code": "x = 1", "state_name": "initial"}
 BAD_NAMES = ["", "a/b", "a\\b", "x\n", "tab\there", "\u0000", ".", "..", " lead", "trail ",
-             "n" * 129]
+             "n" * 129, "a\u2028b", "\ud800", "\u3000lead", "trail\ufeff"]
 
 BAD_REQUESTS = [
     pytest.param("/execute", b"{not json", "JSON", id="not-json"),
@@ -215,7 +215,19 @@ def test_an_unknown_name_or_route_is_404(app, method, path, body):
 def test_a_wrong_method_is_405_with_allow(app, method, path):
     response = send(app, method, path)
     assert_json_error(response, 405)
-    assert response.headers["Allow"]
+    allowed = response.headers["Allow"].split(",")
+    assert allowed and all(each in response.json["error"] for each in allowed)
+    assert response.json["error"].startswith(f"{method} is not allowed on {path}; use ")
+
+
+@pytest.mark.parametrize("path, nearest", [("/exec", "POST /execute"),
+                                           ("/state/initial", "GET /states/{name}"),
+                                           ("/execution", "GET /executions")])
+def test_an_unknown_route_is_404_naming_the_nearest_and_every_route(app, path, nearest):
+    error = send(app, "GET", path).json["error"]
+    assert f"no route {path!r}; did you mean {nearest}" in error
+    assert "POST /execute, GET /executions, GET /executions/{exec_id}" in error
+    assert "GET /openapi.json" in error
 
 
 def test_an_existing_new_state_name_is_409_and_the_state_stays_as_it_was(app):
@@ -379,7 +391,8 @@ def test_a_cell_value_whose_repr_raises_is_still_a_result(app):
 
 
 @pytest.mark.parametrize("name", ["caf\u00e9 au lait \u2615", "50% off?#", "a+b",
-                                  "\u00e9" * 128])
+                                  "\u00e9" * 128, "\U0005a1cb", "\ue000 private",
+                                  "\U0001f468\u200d\U0001f469", "non\u00a0breaking"])
 def test_a_name_with_spaces_or_non_ascii_round_trips_through_the_url(app, name):
     execute(app, "x = 1", new_state_name=name)
     assert state_names(app) == ["initial", name]

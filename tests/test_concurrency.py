@@ -47,6 +47,76 @@ def test_threads_a_cell_starts_print_into_its_output(kernel):
     assert stdout(ok(kernel, code)) == "from the thread\n"
 
 
+def test_streams_keep_their_order_across_thousands_of_writes(kernel):
+    # Writes wait in a batch before they are sorted into outputs: a switch of stream
+    # anywhere in a batch, or a batch that fills, must not reorder anything.
+    code = ("import sys\n"
+            "for i in range(3000):\n"
+            "    print(i, file=sys.stderr if i % 700 in (1, 2) else sys.stdout)")
+    reply = kernel.execute(code, "initial", max_output=10 ** 6)
+    expected = []
+    for i in range(3000):
+        name = "stderr" if i % 700 in (1, 2) else "stdout"
+        if expected and expected[-1]["name"] == name:
+            expected[-1]["text"] += f"{i}\n"
+        else:
+            expected.append({"output_type": "stream", "name": name, "text": f"{i}\n"})
+    assert reply["output"] == expected
+
+
+def test_threads_a_cell_starts_print_every_line_in_order(kernel):
+    code = ("import sys, threading\n"
+            "def count(tag):\n"
+            "    for i in range(3000):\n"
+            "        sys.stdout.write(f'{tag} {i}\\n')  # one write: print makes several\n"
+            "threads = [threading.Thread(target=count, args=(t,)) for t in 'ab']\n"
+            "[t.start() for t in threads]\n"
+            "count('main')\n"
+            "[t.join() for t in threads]")
+    lines = stdout(kernel.execute(code, "initial", max_output=10 ** 6)).splitlines()
+    for tag in ("a", "b", "main"):
+        assert [line for line in lines if line.split()[0] == tag] == [
+            f"{tag} {i}" for i in range(3000)]
+    assert len(lines) == 9000
+
+
+def test_a_captured_stream_counts_characters_and_refuses_bytes(kernel):
+    code = ("import sys\n"
+            "n = sys.stdout.write('h\u00e9llo\\n')\n"
+            "big = sys.stdout.write('x' * 100000 + '\\n')\n"
+            "try:\n    sys.stdout.write(b'bytes')\nexcept TypeError as e:\n    refused = str(e)\n"
+            "print(n, big, refused)")
+    reply = kernel.execute(code, "initial", max_output=10 ** 6)
+    assert stdout(reply) == ("h\u00e9llo\n" + "x" * 100000 + "\n"
+                             "6 100001 write() argument must be str, not bytes\n")
+
+
+def test_a_write_method_kept_from_an_earlier_cell_writes_to_the_current_one(kernel):
+    # A cell's own thread prints through a stream of its execution's; a write method
+    # taken from it must still write where sys.stdout would once that cell ended.
+    first = kernel.execute("import sys\nw = sys.stdout.write\nw('first\\n')", "initial")
+    assert stdout(first) == "first\n"
+    assert stdout(kernel.execute("w('second\\n')\nprint('third')", first["state_name"])) == (
+        "second\nthird\n")
+
+
+def test_text_that_is_not_utf8_as_such_comes_back_as_written(kernel):
+    code = "print('caf\\u00e9 \\U0001f600 \\udc80 \\x00 end')"
+    assert stdout(kernel.execute(code, "initial")) == "caf\u00e9 \U0001f600 \udc80 \x00 end\n"
+
+
+def test_what_a_fast_printer_has_not_yet_shown_stays_small(kernel):
+    run = kernel.start("while True:\n    print('spam ' * 20)", "initial", timeout=1.0,
+                       max_output=1000)
+    waiting = 0
+    while not run.done.wait(0.02):
+        waiting = max(waiting, sum(len(item) for item in list(run.capture.pending)
+                                   if isinstance(item, bytes)))
+    assert run.reply["error"]["ename"] == "TimeoutError"
+    assert run.reply["truncated"]["stdout"]["characters"] > 10 ** 6
+    assert waiting < 16 * 2 ** 20
+
+
 def test_threads_outliving_their_cell_do_not_print_into_other_cells(kernel, signal_name):
     ok(kernel, f"import threading, time, helpers\n"
                f"def later():\n"

@@ -77,6 +77,27 @@ def test_records_are_kept_for_a_while_then_dropped():
         kernel.execution("old")
 
 
+def test_records_are_bounded_in_bytes_the_oldest_dropped_first(kernel):
+    kernel._runs.keep_bytes = 250_000  # characters of replies kept (default 256 MiB)
+    for number in range(4):  # each reply holds about 100,000 characters
+        kernel.execute("print('x' * 49_990)\nprint('y' * 49_990, file=__import__('sys').stderr)",
+                       "initial", exec_id=f"big-{number}", max_output=10 ** 6)
+    kept = [run["exec_id"] for run in kernel.finished_executions()]
+    assert kept == ["big-3", "big-2"]
+    with pytest.raises(UnknownExecution):
+        kernel.execution("big-1")
+    kernel._runs.keep_bytes = 10  # the latest stays whatever its size: it may be paged
+    kernel.execute("print('z' * 1000)", "initial", exec_id="latest")
+    assert [run["exec_id"] for run in kernel.finished_executions()] == ["latest"]
+
+
+def test_a_finished_record_keeps_no_code(kernel):
+    # Twenty cells of 5 MB of source stayed in memory an hour, in their records.
+    kernel.execute("# " + "x" * 10 ** 6, "initial", exec_id="long-source")
+    assert kernel._runs.finished["long-source"].code is None
+    assert kernel.execution("long-source")["status"] == "completed"
+
+
 def test_the_full_output_of_a_cut_stream_can_be_paged_through(kernel):
     code = "for i in range(5000):\n    print(f'line {i:04d}')"
     reply = kernel.execute(code, "initial", exec_id="loud", max_output=200)

@@ -32,7 +32,10 @@ def test_an_unknown_execution_is_404(app):
 
 
 BAD_QUERIES = ["/executions/x?wait=-1", "/executions/x?wait=1000", "/executions/x?wait=soon",
-               "/executions/x/output?stream=stdin", "/executions/x/output?offset=-5"]
+               "/executions/x/output?stream=stdin", "/executions/x/output?offset=-5",
+               # Empty is not absent: GET /openapi.json says a number, or a stream's name.
+               "/executions/x?wait=", "/executions/x/output?offset=",
+               "/executions/x/output?limit=", "/executions/x/output?stream="]
 
 
 @pytest.mark.parametrize("path", BAD_QUERIES)

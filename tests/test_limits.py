@@ -1,5 +1,6 @@
 """Interrupts that interrupt, timeouts, stuck cells and output limits."""
 
+import re
 import threading
 import time
 
@@ -8,6 +9,7 @@ import pytest
 import helpers
 from helpers import WAIT, in_background, ok, result, stdout, wait_until_running
 from snapshot_kernel.kernel import InvalidArgument, SnapshotKernel
+from snapshot_kernel.runtime.outputs import PLAIN, Capture, Stream
 
 BLOCKING_CALLS = {
     "busy loop": "while True:\n    pass",
@@ -64,6 +66,16 @@ def test_the_server_default_timeout_applies_when_the_request_names_none():
     assert reply["error"]["ename"] == "TimeoutError"
 
 
+def test_a_timeout_of_0_means_no_limit_as_for_the_server(kernel, app):
+    # --timeout 0 meant no limit while "timeout": 0 was refused; now both mean the same.
+    kernel.timeout = 0.2
+    reply = app.post_json("/execute", {"code": "import time\ntime.sleep(0.5)\n'slept'",
+                                       "state_name": "initial", "timeout": 0}).json
+    assert reply["error"] is None and result(reply) == "'slept'"
+    [run] = app.get("/executions").json["finished"]
+    assert run["timeout"] is None
+
+
 def test_a_cell_that_survives_its_timeout_still_stores_nothing(kernel):
     code = ("import time\n"
             "try:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print('caught')\n"
@@ -74,12 +86,18 @@ def test_a_cell_that_survives_its_timeout_still_stores_nothing(kernel):
     assert reply["state_name"] is None
 
 
-@pytest.mark.parametrize("value", [0, -1, True, "5", 10 ** 10])
+@pytest.mark.parametrize("value", [-1, True, False, "5", "0", 10 ** 10, -0.5])
 def test_timeout_and_max_output_must_be_positive_numbers(kernel, value):
     with pytest.raises(InvalidArgument):
         kernel.execute("1", "initial", timeout=value)
     with pytest.raises(InvalidArgument):
         kernel.execute("1", "initial", max_output=value)
+
+
+def test_max_output_of_0_is_refused_where_a_timeout_of_0_is_no_limit(kernel):
+    with pytest.raises(InvalidArgument):
+        kernel.execute("1", "initial", max_output=0)
+    assert kernel.execute("1", "initial", timeout=0)["error"] is None
 
 
 @pytest.fixture
@@ -147,13 +165,59 @@ def test_executions_lists_what_is_running(kernel, signal_name):
 
 # -- output limits --------------------------------------------------------------------------
 
-def test_long_output_keeps_head_and_tail_with_a_marker(kernel):
-    reply = ok(kernel, "for i in range(10000):\n    print(i)", max_output=200)
-    text = stdout(reply)
-    assert text.startswith("0\n1\n2\n")
-    assert text.endswith("9998\n9999\n")
-    omitted = len("".join(f"{i}\n" for i in range(10000))) - 200
-    assert f"[... {omitted} characters of stdout omitted ...]" in text
+def test_long_output_keeps_whole_lines_at_each_end_with_a_marker(kernel):
+    # Cut within a line, the tail began with a fragment ('983' of '29983') that read
+    # as a value of its own: both cuts fall at line boundaries.
+    reply = ok(kernel, "for i in range(30000):\n    print(i)", max_output=200)
+    head, omitted, tail = re.fullmatch(
+        r"(.*?)\[\.\.\. (\d+) characters of stdout omitted \.\.\.\]\n(.*)", stdout(reply),
+        re.DOTALL).groups()
+    head_lines, tail_lines = head.splitlines(), tail.splitlines()
+    assert head == "".join(f"{i}\n" for i in range(len(head_lines)))
+    assert tail == "".join(f"{i}\n" for i in range(30000 - len(tail_lines), 30000))
+    assert 100 - 3 <= len(head) <= 100 and 100 - 6 <= len(tail) <= 100
+    total = len("".join(f"{i}\n" for i in range(30000)))
+    assert int(omitted) == total - len(head) - len(tail)
+
+
+@pytest.mark.parametrize("code, shown", [
+    # A line longer than the head or the tail is cut within itself: nothing else fits.
+    ("print('x' * 1000)", "x" * 100 + "\n[... 801 characters of stdout omitted ...]\n"
+                           + "x" * 99 + "\n"),
+    # A head that would end within a line ends at the line before it.
+    ("print('a' * 60)\nprint('b' * 60)\nprint('c' * 300)",
+     "a" * 60 + "\n[... 262 characters of stdout omitted ...]\n" + "c" * 99 + "\n"),
+    # Output that fits in the limit is shown whole, whatever the cuts would have been.
+    ("print('a' * 60)\nprint('b' * 60)", "a" * 60 + "\n" + "b" * 60 + "\n"),
+])
+def test_cuts_fall_at_line_boundaries_where_a_line_ends(kernel, code, shown):
+    assert stdout(ok(kernel, code, max_output=200)) == shown
+
+
+def test_an_interrupt_while_writes_are_sorted_in_loses_and_repeats_nothing(monkeypatch):
+    # Prints wait in a batch; the cell's interrupt can land while a batch is sorted
+    # into head, tail and full text. The batch is then sorted again, whole, later.
+    def fill(capture, lines):
+        for i, line in enumerate(lines):
+            try:
+                capture.put(PLAIN, line)
+            except KeyboardInterrupt:
+                interrupted.append(i)
+        return capture.outputs(), capture.read(PLAIN, 0, 10 ** 6)
+
+    lines = [f"{i}\n" for i in range(5000)]
+    interrupted = []
+    expected = fill(Capture(200), lines)
+    keep_tail = Stream.keep_tail
+
+    def interrupted_once(stream, text, room):
+        keep_tail(stream, text, room)  # half done: the tail changed, the rest not yet
+        if not interrupted:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Stream, "keep_tail", interrupted_once)
+    assert fill(Capture(200), lines) == expected
+    assert interrupted
 
 
 def test_each_stream_has_its_own_budget(kernel):

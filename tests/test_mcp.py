@@ -140,7 +140,8 @@ def test_the_tools_are_listed_with_valid_names_descriptions_and_schemas(mcp):
     assert execute["properties"]["wait"] == {**execute["properties"]["wait"], "type": "boolean",
                                              "default": True}
     assert {"new_state_name", "timeout", "exec_id", "max_output"} <= set(execute["properties"])
-    assert tools["get_state"].input_schema["required"] == ["name"]
+    for tool in ("get_state", "delete_state"):  # named as execute_code names it
+        assert tools[tool].input_schema["required"] == ["state_name"]
     assert tools["list_states"].annotations.read_only_hint is True
 
 
@@ -215,26 +216,37 @@ def test_states_are_listed_described_and_deleted(mcp):
     listed = mcp.call("list_states")
     assert "mcp-described" in texts(listed)[0].split("\n")
     assert listed.structured_content["states"][0] == "initial"
-    described = mcp.call("get_state", name="mcp-described")
+    described = mcp.call("get_state", state_name="mcp-described")
     text = texts(described)[0]
     assert text.startswith("state 'mcp-described', child of 'initial', made ")
     assert "code:\nimport math\nitems = [1, 2]\n" in text and "  items: list = [1, 2]" in text
     assert described.structured_content["variables"]["items"] == {"type": "list",
                                                                    "repr": "[1, 2]"}
-    deleted = mcp.call("delete_state", name="mcp-described")
+    deleted = mcp.call("delete_state", state_name="mcp-described")
     assert deleted.structured_content == {"deleted": "mcp-described"}
     assert "mcp-described" not in mcp.call("list_states").structured_content["states"]
 
 
 REFUSED_CALLS = {
-    "unknown state": ("get_state", {"name": "mcp-nope"},
+    "unknown state": ("get_state", {"state_name": "mcp-nope"},
                       "no state named 'mcp-nope'; list_states lists them"),
+    "unknown state, by the old argument name": ("get_state", {"name": "mcp-nope"},
+                                                "no state named 'mcp-nope'"),
     "run on an unknown state": ("execute_code", {"code": "1", "state_name": "mcp-nope"},
                                 "no state named 'mcp-nope'"),
     "delete initial": ("delete_state", {"name": "initial"}, "cannot be deleted"),
     "name taken": ("execute_code", {"code": "1", "new_state_name": "initial"}, "already exists"),
     "bad name": ("execute_code", {"code": "1", "new_state_name": "a/b"}, "new_state_name"),
-    "negative timeout": ("execute_code", {"code": "1", "timeout": -1}, "greater than 0"),
+    "negative timeout": ("execute_code", {"code": "1", "timeout": -1},
+                         "timeout: Input should be greater than or equal to 0: execute_code "
+                         "takes code, state_name?, new_state_name?, timeout?, wait?"),
+    "a wrong argument name": ("get_state", {"state": "initial"},
+                              "no argument 'state'; 'state_name' is required: get_state "
+                              "takes state_name"),
+    "an unknown argument": ("execute_code", {"code": "1", "cell": "2"},
+                            "no argument 'cell': execute_code takes code, state_name?"),
+    "a missing argument": ("execute_code", {"state_name": "initial"},
+                           "'code' is required: execute_code takes code, state_name?"),
     "interrupt nothing": ("interrupt", {"exec_id": "mcp-nope"}, "no running execution"),
     "unknown execution": ("get_execution", {"exec_id": "mcp-nope"},
                           "list_executions lists the running ones"),
@@ -247,6 +259,7 @@ def test_a_refused_call_is_an_error_result_that_says_why(mcp, tool, arguments, m
     result = mcp.call(tool, **arguments)
     assert result.is_error is True
     assert message in texts(result)[0]
+    assert "\n" not in texts(result)[0].strip() and "pydantic" not in texts(result)[0]
 
 
 # -- files --
@@ -405,7 +418,7 @@ def test_in_front_of_a_server_the_tools_act_on_its_states(portal, stdio_log, htt
         slow = front.call("execute_code", progress=record, state_name="fronted",
                           code="import time\ntime.sleep(1.5)\nx + 1")
         assert texts(slow)[0] == "43" and seen
-        assert "no state named 'nope'" in texts(front.call("get_state", name="nope"))[0]
+        assert "no state named 'nope'" in texts(front.call("get_state", state_name="nope"))[0]
         assert front.call("list_states").structured_content["states"] == [
             "initial", "fronted", slow.structured_content["state_name"]]
         front.call("write_file", path="sub/fronted.txt", content="on the server")

@@ -250,7 +250,7 @@ REPLIES = {
     "execute, not JSON": ("POST", "/execute", b"{", {}, 400),
     "execute, unknown field": ("POST", "/execute", {**GOOD, "cod": 1}, {}, 400),
     "execute, bad name": ("POST", "/execute", {**GOOD, "new_state_name": "a/b"}, {}, 400),
-    "execute, bad timeout": ("POST", "/execute", {**GOOD, "timeout": 0}, {}, 400),
+    "execute, bad timeout": ("POST", "/execute", {**GOOD, "timeout": -1}, {}, 400),
     "execute, unknown state": ("POST", "/execute", {**GOOD, "state_name": "nope"}, {}, 404),
     "execute, name taken": ("POST", "/execute", {**GOOD, "new_state_name": "keep"}, {}, 409),
     "execute, id running": ("POST", "/execute", {**GOOD, "exec_id": "held"}, {}, 409),
@@ -266,6 +266,8 @@ REPLIES = {
     "an unknown execution": ("GET", "/executions/nope", None, {}, 404),
     "output": ("GET", "/executions/done/output?stream=stdout&offset=10&limit=20", None, {}, 200),
     "output, a fraction": ("GET", "/executions/done/output?offset=0.5", None, {}, 400),
+    "output, a whole float": ("GET", "/executions/done/output?offset=1.0&limit=2e1", None, {},
+                              200),
     "output, bad stream": ("GET", "/executions/done/output?stream=stdin", None, {}, 400),
     "output, unknown execution": ("GET", "/executions/nope/output", None, {}, 404),
     "interrupt": ("POST", "/interrupt", {"exec_id": "held"}, {}, 200),
@@ -346,9 +348,11 @@ BODIES = {
     "code null": {**GOOD, "code": None},
     "code a number": {**GOOD, "code": 1},
     "an unknown field": {**GOOD, "codes": "x"},
-    "a zero timeout": {**GOOD, "timeout": 0},
+    "a zero timeout (no limit)": {**GOOD, "timeout": 0},
+    "a negative timeout": {**GOOD, "timeout": -1},
     "a huge timeout": {**GOOD, "timeout": 1e10},
     "a fractional max_output": {**GOOD, "max_output": 1.5},
+    "a whole max_output written as a float": {**GOOD, "max_output": 100.0},
     "wait a string": {**GOOD, "wait": "no"},
     "an unknown format": {**GOOD, "format": "xml"},
     "a name with a slash": {**GOOD, "new_state_name": "a/b"},
@@ -371,14 +375,17 @@ def test_the_server_takes_the_bodies_the_schema_accepts(world, body):
 
 
 NAMES = ["initial", "a b", "caf\u00e9 \u2615", "50% off?#", "n" * 128, "", "n" * 129, "a/b",
-         "a\\b", " a", "a ", "a\x00", "x\ny", "tab\there", "\x85"]
+         "a\\b", " a", "a ", "a\x00", "x\ny", "tab\there", "\x85", ".", "..", "...", ".a",
+         # Found by fuzzing: the document allowed an unassigned code point, the kernel did not.
+         "\U0005a1cb", "\ue000", "a\u200db", "\U0001f468\u200d\U0001f469", "a\u00a0b",
+         "\u00a0a", "a\u3000", "a\ufeff", "\u2028", "a\u2029b"]
 
 
 @pytest.mark.parametrize("name", NAMES, ids=[repr(name)[:20] for name in NAMES])
 def test_the_name_schema_accepts_the_names_the_kernel_accepts(world, name):
-    """But for '.', '..' and the rare non-printable characters that are not controls,
-    which the schema's description names and a pattern cannot. (No name ends in a newline
-    here: Python's ``$`` matches before one, JSON Schema's ECMA-262 ``$`` does not.)"""
+    """But for lone surrogates, which only the description names (see errors.py). (No
+    name ends in a newline here: Python's ``$`` matches before one, JSON Schema's
+    ECMA-262 ``$`` does not; a newline is refused anywhere anyway.)"""
     try:
         check_name(name)
         accepted = True

@@ -312,3 +312,19 @@ def test_a_branching_notebook_with_torch(kernel):
         assert seen == printed(kernel, probe, f"scale{scale}")
         assert seen == replayed([setup, branch.format(scale), probe], HOME)
     assert printed(kernel, "print(w.tolist())", "seeded") == "[0.0, 0.0, 0.0]\n"
+
+
+def test_a_supervised_server_s_cells_run_process_pools_on_cell_defined_functions():
+    """The server process is itself forked by the supervisor: a cell's pool forks again."""
+    from test_server import TOKEN, Server, execute
+    server = Server(TOKEN)
+    server.wait_until_listening()
+    try:
+        status, reply = execute(server, "import multiprocessing\ndef double(v):\n"
+                                        "    return 2 * v\nwith multiprocessing.get_context("
+                                        "'fork').Pool(2) as pool:\n"
+                                        "    print(pool.map(double, range(4)))")
+        assert status == 200 and reply["error"] is None
+        assert reply["output"][0]["text"] == "[0, 2, 4, 6]\n"
+    finally:
+        server.stop()

@@ -4,6 +4,7 @@ Kernel-level tests, no HTTP: each one runs cells the way a user would and
 checks what the user sees.
 """
 
+import os
 import re
 import sys
 import threading
@@ -279,6 +280,25 @@ def test_syntax_errors_are_the_cells_error(kernel):
     assert reply["error"]["ename"] == "SyntaxError"
     assert reply["state_name"] is None
     assert "snapshot_kernel" not in "".join(reply["error"]["traceback"])
+
+
+SYNTAX_ERRORS = {"one line": "x = (", "several lines": "x = 1\ny = (", "an indent": "x = 1\n  y = 2",
+                 "in a cell magic's body": "%%time\nx = ("}
+
+
+@pytest.mark.parametrize("code", SYNTAX_ERRORS.values(), ids=SYNTAX_ERRORS)
+def test_a_syntax_error_shows_only_the_cells_lines(kernel, code):
+    # The kernel parses cells with ast.parse, whose frame the traceback once began with.
+    traceback = kernel.execute(code, "initial")["error"]["traceback"]
+    files = re.findall(r'File "([^"]*)"', "".join(traceback))
+    assert files and all(re.fullmatch(r"<cell-\d+>", name) for name in files), traceback
+    assert traceback[-1].startswith(("SyntaxError: ", "IndentationError: "))
+
+
+def test_a_library_a_cell_calls_keeps_its_frames(kernel):
+    traceback = "".join(kernel.execute("import json\njson.loads('{')", "initial")["error"]
+                        ["traceback"])
+    assert 'File "<cell-' in traceback and "json" + os.sep + "decoder.py" in traceback
 
 
 def test_input_fails_at_once_with_a_clear_error(kernel):

@@ -13,6 +13,7 @@ import base64
 import binascii
 import functools
 import hmac
+import inspect
 import json
 import signal
 import socket
@@ -24,7 +25,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from . import text as mcp_text
 from .backends import BackendError
@@ -90,14 +91,14 @@ DESCRIPTIONS = {
 }
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
-NAME = "a state's name: printable, at most 128 characters, no '/'"
 FILE_PATH = "the file's path, relative to the working directory ('/' between directories)"
+NAME = "a state's name: at most 128 characters, no '/', '\\' or control characters"
 
 
 def create_server(backend):
     """An MCP server whose tools run on ``backend`` (see ``backends``)."""
-    server = MCPServer("snapshot-kernel", instructions=INSTRUCTIONS, log_level="WARNING")
     tools = Tools(backend)
+    server = _Server(tools, "snapshot-kernel", instructions=INSTRUCTIONS, log_level="WARNING")
     annotations = {"list_states": READ_ONLY, "get_state": READ_ONLY,
                    "list_executions": READ_ONLY, "get_execution": READ_ONLY,
                    "read_output": READ_ONLY, "read_file": READ_ONLY, "list_files": READ_ONLY,
@@ -107,6 +108,71 @@ def create_server(backend):
         server.add_tool(getattr(tools, name), name=name, description=description,
                         annotations=annotations.get(name))
     return server
+
+
+class _Server(MCPServer):
+    """The SDK's server, whose refusals of arguments are one line naming what the tool
+    takes, not pydantic's dump; and which takes ``ALIASES``, the names of old."""
+
+    def __init__(self, tools, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._parameters = {name: _parameters(getattr(tools, name)) for name in DESCRIPTIONS}
+
+    async def call_tool(self, name, arguments, context=None):
+        parameters = self._parameters.get(name)
+        if parameters is None:  # an unknown tool: the SDK says so
+            return await super().call_tool(name, arguments, context)
+        arguments = _unaliased(name, arguments)
+        _check_names(name, arguments, parameters)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise ToolError(_refusal(name, exc.__cause__, parameters)) from None
+
+
+# Arguments renamed: get_state and delete_state took ``name`` where execute_code takes
+# ``state_name``; the old name still works, unlisted.
+ALIASES = {"get_state": {"name": "state_name"}, "delete_state": {"name": "state_name"}}
+
+
+def _unaliased(tool, arguments):
+    renamed = dict(arguments)
+    for old, new in ALIASES.get(tool, {}).items():
+        if old in renamed and new not in renamed:
+            renamed[new] = renamed.pop(old)
+    return renamed
+
+
+def _parameters(method):
+    """``{name: required}`` of a tool's arguments, from its method's signature."""
+    return {name: parameter.default is inspect.Parameter.empty
+            for name, parameter in inspect.signature(method).parameters.items()
+            if parameter.annotation is not Context}
+
+
+def _takes(tool, parameters):
+    return (f"{tool} takes " + ", ".join(name + ("" if required else "?")
+                                         for name, required in parameters.items())
+            + " (? marks the optional ones)")
+
+
+def _check_names(tool, arguments, parameters):
+    unknown = sorted(set(arguments) - set(parameters))
+    missing = [name for name, required in parameters.items()
+               if required and name not in arguments]
+    if unknown or missing:
+        problems = ([f"no argument {', '.join(map(repr, unknown))}"] if unknown else []) + (
+            [f"{', '.join(map(repr, missing))} is required"] if missing else [])
+        raise ToolError(f"{'; '.join(problems)}: {_takes(tool, parameters)}")
+
+
+def _refusal(tool, error, parameters):
+    """One line for a pydantic ValidationError: each field and what it must be."""
+    problems = [f"{'.'.join(str(part) for part in each['loc'])}: {each['msg']}"
+                for each in error.errors()]
+    return f"{'; '.join(problems)}: {_takes(tool, parameters)}"
 
 
 class Tools:
@@ -123,8 +189,8 @@ class Tools:
             new_state_name: Annotated[Optional[str], Field(
                 description=f"the new state's name (default: state-N); {NAME}, not taken")] = None,
             timeout: Annotated[Optional[float], Field(
-                gt=0, description="seconds before the code is interrupted (default: the "
-                                  "server's --timeout)")] = None,
+                ge=0, description="seconds before the code is interrupted, 0 for no limit "
+                                  "(default: the server's --timeout)")] = None,
             wait: Annotated[bool, Field(
                 description="false: answer at once with the exec_id, then poll "
                             "get_execution")] = True,
@@ -156,17 +222,17 @@ class Tools:
         listing = self._sync(self.backend.states)
         return _result("\n".join(listing["states"]), listing)
 
-    def get_state(self, name: Annotated[str, Field(description="the state's name")]
+    def get_state(self, state_name: Annotated[str, Field(description="the state's name")]
                   ) -> CallToolResult:
         """A state's metadata and variables."""
-        state = self._sync(self.backend.describe, name)
+        state = self._sync(self.backend.describe, state_name)
         return _result(mcp_text.state_text(state), state)
 
-    def delete_state(self, name: Annotated[str, Field(description="the state's name")]
+    def delete_state(self, state_name: Annotated[str, Field(description="the state's name")]
                      ) -> CallToolResult:
         """Drop a state."""
-        deleted = self._sync(self.backend.delete, name)
-        return _result(f"deleted state {name!r}; states made from it keep their values",
+        deleted = self._sync(self.backend.delete, state_name)
+        return _result(f"deleted state {state_name!r}; states made from it keep their values",
                        deleted)
 
     def interrupt(self, exec_id: Annotated[str, Field(description="the running execution")]

@@ -38,13 +38,15 @@ class BadRequest(Exception):
 
 def query_number(name, text, default, highest, whole=False):
     """The text of query parameter ``?name=`` as a number from 0 to ``highest``;
-    ``default`` if it is absent or empty."""
-    if text is None or text == "":
+    ``default`` if it is absent. Empty is not absent: the document says a number."""
+    if text is None:
         return default
     try:
-        value = int(text) if whole else float(text)
+        value = float(text)
     except ValueError:
-        value = -1
+        value = -1.0
+    if whole:  # JSON Schema: 7.0 is an integer
+        value = int(value) if value.is_integer() else -1
     if not 0 <= value <= highest:
         kind = "a whole number" if whole else "a number"
         raise BadRequest(400, f"?{name}= must be {kind} from 0 to {highest:g}, not {text!r}")
@@ -64,6 +66,8 @@ def json_body(environ, max_body, fields):
         value = body.get(name)
         if value is None and required:
             raise BadRequest(400, f"field {name!r} is required")
+        if types == WHOLE and isinstance(value, float) and value.is_integer():
+            value = body[name] = int(value)  # JSON Schema: 7.0 is an integer
         if value is not None and not _of_type(value, types):
             expected = " or ".join(sorted({_json_type(t()) for t in types}))
             raise BadRequest(400, f"field {name!r} must be {expected}, "

@@ -11,7 +11,7 @@ the server's real replies against it.
 
 from importlib import metadata
 
-from ..errors import MAX_NAME_LENGTH, MAX_POSITIVE
+from ..errors import MAX_NAME_LENGTH, MAX_POSITIVE, NAME_PATTERN
 from ..execution import STATUSES
 from ..files import DEFAULT_MAX_FILE
 from ..kernel import DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT
@@ -35,7 +35,8 @@ the code succeeds, stores the result as a new state. `initial` is the empty stat
 Every route needs the token, as `Authorization: Bearer <token>` or as `?token=<token>`. \
 Every 4xx and 5xx reply is `{"error": "<what is wrong and how to fix it>"}` as JSON, and a \
 refused request changes nothing. A route asked with a method it does not serve answers 405 \
-with an `Allow` header; an unknown route answers 404. Code runs with the server's rights: \
+with an `Allow` header, its error naming the methods to use; an unknown route answers 404, \
+its error naming the nearest route and listing them all. Code runs with the server's rights: \
 it is not a sandbox.
 
 Files: `/files/<path>` is a file of the server's working directory (`--workdir`), \
@@ -102,14 +103,12 @@ TEXT = {"type": "string"}
 WHOLE = {"type": "integer", "minimum": 0}
 FLAG = {"type": "boolean"}
 TIMESTAMP = {"type": "string", "format": "date-time"}
-# What errors.check_name accepts, as near as a pattern that every validator reads can say:
-# no '/', '\\' or control character, and no whitespace at either end.
-_NAME_CHAR = r"[^/\\\x00-\x1f\x7f-\x9f]"
-_NAME_END = r"[^/\\\s\x00-\x1f\x7f-\x9f]"
 NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH,
-        "pattern": f"^{_NAME_END}(?:{_NAME_CHAR}*{_NAME_END})?$", "examples": ["initial"],
-        "description": f"printable, 1 to {MAX_NAME_LENGTH} characters, not '.' or '..', without "
-                       "'/' or '\\', and not starting or ending with whitespace"}
+        "pattern": NAME_PATTERN, "examples": ["initial"],  # exactly what errors.check_name takes
+        "description": f"1 to {MAX_NAME_LENGTH} characters, not '.' or '..', without '/', "
+                       "'\\', control characters (U+0000-U+001F, U+007F-U+009F), line or "
+                       "paragraph separators or lone surrogates, and not starting or ending "
+                       "with whitespace"}
 _JSON_TYPES = {(str,): "string", (int, float): "number", (int,): "integer", (bool,): "boolean"}
 
 
@@ -200,9 +199,10 @@ def _execute_fields():
                                                          "`state-N`."},
         "exec_id": {**ref("Name"), "description": "Your id for the execution; by default a "
                                                   "random hex string."},
-        "timeout": {"exclusiveMinimum": 0, "exclusiveMaximum": MAX_POSITIVE,
-                    "description": "Seconds before the cell is interrupted; by default the "
-                                   f"server's --timeout ({DEFAULT_TIMEOUT:g} unless set)."},
+        "timeout": {"minimum": 0, "exclusiveMaximum": MAX_POSITIVE,
+                    "description": "Seconds before the cell is interrupted, 0 for no limit (as "
+                                   "--timeout 0); by default the server's --timeout "
+                                   f"({DEFAULT_TIMEOUT:g} unless set)."},
         "max_output": {"minimum": 1, "exclusiveMaximum": MAX_POSITIVE,
                        "description": "Characters kept per output stream and per text item; "
                                       f"by default the server's --max-output "
