@@ -173,7 +173,10 @@ def test_an_interrupt_kills_the_command_and_its_children(namespace, tmp_path):
     thread.join(5)
     assert not thread.is_alive() and outcome == ["interrupted"]
     assert time.monotonic() - interrupted < 2  # not the 30 s of the command
-    assert not _alive(pid)
+    killed = time.monotonic() + 2  # SIGKILL is sent; a loaded machine may take a moment
+    while _alive(pid):
+        assert time.monotonic() < killed, "the command's child outlived the interrupt"
+        time.sleep(0.01)
 
 
 @pytest.mark.parametrize("line", ["!pip --version", "%pip --version"])

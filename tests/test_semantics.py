@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import threading
+import uuid
 
 import pytest
 
@@ -241,7 +242,7 @@ def test_a_cell_sent_again_is_compiled_once_yet_each_run_is_its_own_cell(kernel,
     compiled = []
     real = cell._compile
     monkeypatch.setattr(cell, "_compile", lambda code, name: compiled.append(code) or real(code, name))
-    code = f"x = {id(kernel)}\n1 / 0"  # a text no earlier test compiled: the cache is per process
+    code = f"x = {uuid.uuid4().int}\n1 / 0"  # a text no earlier test compiled (ids get reused)
     tracebacks = ["".join(kernel.execute(code, "initial")["error"]["traceback"]) for _ in range(3)]
     names = {re.search(r'File "(<cell-\d+>)", line 2', text).group(1) for text in tracebacks}
     assert len(names) == 3                            # three runs, three cells
