@@ -493,8 +493,9 @@ def _file_paths(max_file):
     write = operation(
         "write_file", "files", "Store the body as the file, making the directories it needs; "
         "an existing file is replaced whole.", stored, *FILE_ERRORS, "503", "507",
-        *BODY_ERRORS, parameters=path, requestBody={"required": True, "content": {
-            "application/octet-stream": {"schema": {"description": "the file's bytes"}}}},
+        *BODY_ERRORS, parameters=path, requestBody={"required": False, "content": {
+            "application/octet-stream": {"schema": {"description": "the file's bytes; none "
+                                                                   "stores an empty file"}}}},
         description=f"Streamed to disk, never held in memory; up to --max-file ({max_file} "
                     "bytes on this server: more is a 413 and nothing is stored). Sent "
                     "chunked, the body is cut off at the limit. Counts towards --max-running.")
