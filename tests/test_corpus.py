@@ -160,6 +160,8 @@ UNEXPLAINED = ("not explained: late in a whole run, x.ctypes.shape's ctypes type
 OUT_OF_BOUNDS = ("the example reads past the end of its array: its indexer's last window ends at "
                  "row 6 of 5, and pandas does not check, so the last sum adds whatever memory "
                  "follows the buffer")
+CONTEXT_HOLDS_OBJECTS = ("a context variable's value keeps the objects it was set with, not the "
+                         "namespace's copies of them (numpy's seterrcall handler)")
 ONLY_IN = {COPY_ON_WRITE: TOUCHED, UNEXPLAINED: WHOLE}  # the others, in both modes
 RESIZE = ("a", "b", "c", "a.resize((2, 1))", "a.resize((1, 1))", "a.resize((1, 1), refcheck=False)",
           "b.resize(2, 3) # new_shape parameter doesn't have to be a tuple")
@@ -186,6 +188,7 @@ KNOWN = {
     ("matplotlib.widgets.RectangleSelector", "fig.show()"): NO_MANAGER,
     ("matplotlib.widgets.SpanSelector", "fig.show()"): NO_MANAGER,
     ("pandas.api.indexers.BaseIndexer", "df.rolling(indexer).sum()"): OUT_OF_BOUNDS,
+    ("numpy.geterrcall", "cur_handler is err_handler"): CONTEXT_HOLDS_OBJECTS,
     ("numpy.matrix.ctypes", "x.ctypes.shape"): UNEXPLAINED,
     ("numpy.matrix.ctypes", "x.ctypes.strides"): UNEXPLAINED,
 }
