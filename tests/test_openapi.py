@@ -19,7 +19,7 @@ from referencing.jsonschema import DRAFT202012
 import helpers
 from conftest import TOKEN
 from helpers import WAIT, wait_until_running
-from snapshot_kernel.web import bodies, openapi
+from snapshot_kernel.web import bodies, openapi, vocabulary
 from snapshot_kernel.errors import InvalidName, check_name
 from snapshot_kernel.files import Workdir
 from snapshot_kernel.kernel import SnapshotKernel
@@ -203,7 +203,7 @@ def test_every_operation_names_both_auth_forms_and_the_errors_of_every_route(wor
     assert document["security"] == [{"bearer": []}, {"token_query": []}]
     for operation in operations(document):
         assert "security" not in operation  # none is public
-        assert set(openapi.COMMON_ERRORS) <= set(operation["responses"]), operation["operationId"]
+        assert set(vocabulary.COMMON_ERRORS) <= set(operation["responses"]), operation["operationId"]
 
 
 def test_the_request_schemas_are_main_s_field_tables(world):

@@ -1,6 +1,7 @@
 """The OpenAPI 3.1 document of the HTTP API, served at GET /openapi.json.
 
-Built from small pieces: the JSON Schemas of bodies (``components/schemas``),
+Built from small pieces (their vocabulary is ``vocabulary``; the routes that move
+bytes, files and archives, are ``openapi_transfers``): the JSON Schemas of bodies (``components/schemas``),
 the replies that several routes share, errors above all
 (``components/responses``), the two ways to send the token
 (``components/securitySchemes``), and one operation per route. Request schemas
@@ -11,23 +12,19 @@ the server's real replies against it.
 
 from importlib import metadata
 
-from ..errors import MAX_NAME_LENGTH, MAX_POSITIVE, NAME_PATTERN
+from ..errors import MAX_POSITIVE
 from ..execution import STATUSES
 from ..files import DEFAULT_MAX_FILE
 from ..kernel import DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT
 from .bodies import (DEFAULT_MAX_IMPORT, DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS, INTERRUPT_FIELDS,
                      MAX_OFFSET, MAX_PAGE, MAX_POLL)
-from .server import RETRY_AFTER
+from .openapi_transfers import export_state, file_paths, import_state, imported
+from .vocabulary import (BODY_ERRORS, ERROR_HEADERS, ERRORS, FLAG, NAME, TEXT, TIMESTAMP, WHOLE,
+                         body, header, json_reply, mapping, nullable, obj, operation, path_name,
+                         query, ref)
 
 INTERRUPT_REASONS = ("request", "timeout", "reset", "shutdown", "disconnect", "restart")
 STREAMS = ("stdout", "stderr")
-# Every route can meet these: the transport's refusals, the token check, a bug.
-COMMON_ERRORS = ("400", "401", "414", "431", "500", "501", "503", "505")
-# And the routes that read a body, these.
-BODY_ERRORS = ("400", "408", "411", "413")
-# And the routes that touch files, these.
-FILE_ERRORS = ("403", "404", "409")
-
 DESCRIPTION = """A Python execution server whose states you can branch. A state is an \
 immutable snapshot of a namespace; `execute_code` runs code on a private copy of one and, if \
 the code succeeds, stores the result as a new state. `initial` is the empty state.
@@ -55,7 +52,7 @@ def document(max_body=None, max_file=DEFAULT_MAX_FILE, max_import=DEFAULT_MAX_IM
                  {"name": "files", "description": "The files of the working directory."},
                  {"name": "meta", "description": "This document."}],
         "security": [{"bearer": []}, {"token_query": []}],
-        "paths": {**_paths(max_import), **_file_paths(max_file)},
+        "paths": {**_paths(max_import), **file_paths(max_file)},
         "components": {"schemas": _schemas(max_body),
                        "responses": _responses(),
                        "securitySchemes": SECURITY_SCHEMES},
@@ -77,38 +74,8 @@ SECURITY_SCHEMES = {
 }
 
 
-# -- schema pieces -----------------------------------------------------------------------
+# -- schemas ---------------------------------------------------------------------------------
 
-def ref(name, kind="schemas"):
-    return {"$ref": f"#/components/{kind}/{name}"}
-
-
-def nullable(schema):
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def obj(properties, required=None, **extra):
-    """A closed object: ``required`` lists the keys always present (default: all)."""
-    return {"type": "object", "properties": properties,
-            "required": list(properties) if required is None else required,
-            "additionalProperties": False, **extra}
-
-
-def mapping(values, description):
-    """An object whose keys are free and whose values follow ``values``."""
-    return {"type": "object", "additionalProperties": values, "description": description}
-
-
-TEXT = {"type": "string"}
-WHOLE = {"type": "integer", "minimum": 0}
-FLAG = {"type": "boolean"}
-TIMESTAMP = {"type": "string", "format": "date-time"}
-NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH,
-        "pattern": NAME_PATTERN, "examples": ["initial"],  # exactly what errors.check_name takes
-        "description": f"1 to {MAX_NAME_LENGTH} characters, not '.' or '..', without '/', "
-                       "'\\', control characters (U+0000-U+001F, U+007F-U+009F), line or "
-                       "paragraph separators or lone surrogates, and not starting or ending "
-                       "with whitespace"}
 _JSON_TYPES = {(str,): "string", (int, float): "number", (int,): "integer", (bool,): "boolean"}
 
 
@@ -130,7 +97,7 @@ def _schemas(max_body):
                           "location": {**TEXT, "description": "GET it to page through the "
                                                               "stream's whole text"}}),
         "ExecutionReply": _reply(),
-        "Imported": _imported(),
+        "Imported": imported(),
         "Started": obj({"exec_id": TEXT, "status": {"const": "running"}, "location": TEXT}),
         "Crash": obj({"cause": {**TEXT, "description": "how the server process died, e.g. "
                                                       "'was killed by SIGSEGV (Segmentation "
@@ -289,87 +256,12 @@ def _outputs():
     return schemas
 
 
-# -- responses ----------------------------------------------------------------------------
-
-def json_reply(description, schema, headers=None):
-    reply = {"description": description, "content": {"application/json": {"schema": schema}}}
-    if headers:
-        reply["headers"] = headers
-    return reply
-
-
-def header(description, required=True):
-    return {"description": description, "required": required, "schema": TEXT}
-
-
-RETRY = {"Retry-After": header(f"seconds to wait: always {RETRY_AFTER}")}
-ERRORS = {
-    "400": ("BadRequest", "The request is malformed: the body, a field, a name, a query "
-                          "parameter, or the HTTP itself. The message says which."),
-    "401": ("Unauthorized", "The token is missing or wrong. Nothing was done."),
-    "403": ("Forbidden", "The server's user may not read or write that file."),
-    "404": ("NotFound", "No such state, execution or file (execution records are kept a "
-                        "while after they end)."),
-    "408": ("BodyTimeout", "The body stopped arriving for --request-timeout seconds."),
-    "409": ("Conflict", "The name is taken, or the state is protected; for a file, the path "
-                        "names a directory where a file is needed or the other way round, or "
-                        "a directory to delete is not empty."),
-    "422": ("Incompatible", "The archive is whole, but this server cannot load its state: "
-                            "another CPython minor version, or a library it lacks or has in "
-                            "another major version. Nothing was stored."),
-    "411": ("LengthRequired", "A body sent with Transfer-Encoding and no Content-Length."),
-    "413": ("BodyTooLarge", "The body is larger than --max-body (a file: --max-file)."),
-    "414": ("UriTooLong", "The request line is longer than --max-header."),
-    "431": ("HeadersTooLarge", "The request line and headers are longer than --max-header."),
-    "499": ("ClientGone", "The client closed the connection before the request ran; nothing "
-                          "was done (nobody reads this reply)."),
-    "500": ("InternalError", "A bug in the server; its stderr has the traceback."),
-    "501": ("NotImplemented", "A Transfer-Encoding other than chunked."),
-    "503": ("Busy", "--max-running requests are waiting on cells, or --max-connections "
-                    "connections are being served. Retry after Retry-After seconds."),
-    "505": ("VersionNotSupported", "An HTTP version other than 1.x."),
-    "507": ("InsufficientStorage", "The disk, or the server user's quota, is full. Nothing "
-                                   "was stored."),
-}
-ERROR_HEADERS = {"401": {"WWW-Authenticate": header("`Bearer`")}, "503": RETRY}
-
-
 def _responses():
     return {name: json_reply(description, ref("Error"), ERROR_HEADERS.get(status))
             for status, (name, description) in ERRORS.items()}
 
 
-def errors_of(*statuses):
-    """The error replies of an operation: ``statuses`` and the ones every route can meet."""
-    return {status: ref(ERRORS[status][0], "responses")
-            for status in sorted({*statuses, *COMMON_ERRORS})}
-
-
-# -- operations ----------------------------------------------------------------------------
-
-def operation(operation_id, tag, summary, reply, *statuses, description=None, **extra):
-    """One operation: its id, summary, 200 reply and error statuses, and ``extra`` fields."""
-    op = {"operationId": operation_id, "tags": [tag], "summary": summary}
-    if description:
-        op["description"] = description
-    op.update(extra)
-    op["responses"] = {"200": reply, **errors_of(*statuses)}
-    return op
-
-
-def path_name(name, description):
-    return {"name": name, "in": "path", "required": True, "description": description,
-            "schema": ref("Name")}
-
-
-def query(name, description, schema):
-    return {"name": name, "in": "query", "required": False, "description": description,
-            "schema": schema}
-
-
-def body(name):
-    return {"required": True, "content": {"application/json": {"schema": ref(name)}}}
-
+# -- routes ----------------------------------------------------------------------------------
 
 def _paths(max_import):
     state = [path_name("name", "the state's name")]
@@ -404,8 +296,8 @@ def _paths(max_import):
                                 "keep what they use of it; 'initial' cannot be deleted (409).",
                                 json_reply("Deleted.", ref("Deleted")), "404", "409", "499",
                                 parameters=state),
-            "put": _import_state(state, max_import)},
-        "/states/{name}/export": {"get": _export_state(state)},
+            "put": import_state(state, max_import)},
+        "/states/{name}/export": {"get": export_state(state)},
         "/states/{name}/diff/{other}": {"get": operation(
             "diff_states", "states", "What a branch did: the names the second state adds, "
             "removes and holds other objects under than the first, with type and repr on "
@@ -473,94 +365,3 @@ def _read_output(execution):
             query("limit", "characters at most (0: the default)",
                   {"type": "integer", "minimum": 0, "maximum": MAX_PAGE,
                    "default": DEFAULT_PAGE})])
-
-
-# -- files ---------------------------------------------------------------------------------
-
-FILE_PATH = {"type": "string", "minLength": 1,
-             "description": "relative to the working directory, '/' between directories"}
-
-
-def file_path(description):
-    return {"name": "path", "in": "path", "required": True, "description": description,
-            "schema": FILE_PATH}
-
-
-def _file_paths(max_file):
-    path = [file_path("the file")]
-    listing = json_reply("The directory's entries.", ref("FileListing"))
-    stored = json_reply("Stored.", ref("FileStored"))
-    write = operation(
-        "write_file", "files", "Store the body as the file, making the directories it needs; "
-        "an existing file is replaced whole.", stored, *FILE_ERRORS, "503", "507",
-        *BODY_ERRORS, parameters=path, requestBody={"required": False, "content": {
-            "application/octet-stream": {"schema": {"description": "the file's bytes; none "
-                                                                   "stores an empty file"}}}},
-        description=f"Streamed to disk, never held in memory; up to --max-file ({max_file} "
-                    "bytes on this server: more is a 413 and nothing is stored). Sent "
-                    "chunked, the body is cut off at the limit. Counts towards --max-running.")
-    raw = {"description": "The file's bytes, with the media type its name suggests.",
-           "content": {"*/*": {"schema": {"description": "the file's bytes"}}},
-           "headers": {"Content-Length": header("bytes")}}
-    return {
-        "/files/": {"get": operation(
-            "list_files", "files", "List the working directory.", listing, *FILE_ERRORS)},
-        "/files/{path}/": {"get": operation(
-            "list_directory", "files", "List a directory below the working directory.",
-            listing, *FILE_ERRORS, parameters=[file_path("the directory")])},
-        "/files/{path}": {
-            "get": operation("read_file", "files", "A file's bytes, streamed.", raw,
-                             *FILE_ERRORS, "503", parameters=path,
-                             description="Counts towards --max-running until it is sent."),
-            "put": write,
-            "delete": operation("delete_file", "files", "Delete a file, a symbolic link "
-                                "(never what it points to) or an empty directory.",
-                                json_reply("Deleted.", ref("Deleted")), *FILE_ERRORS,
-                                parameters=path)},
-    }
-ARCHIVE = "application/x-tar"
-
-
-def _export_state(state):
-    archive = {"description": "The archive: meta.json, buffers/*.npy, state.pickle, "
-                              "checksums.json (a sha256 per member).",
-               "content": {ARCHIVE: {"schema": {"type": "string",
-                                                "contentMediaType": ARCHIVE}}},
-               "headers": {"Content-Length": header("bytes: known before the first"),
-                           "Content-Disposition": header("attachment; <name>.tar")}}
-    return operation(
-        "export_state", "states", "A state as an archive that PUT /states/<name> loads on any "
-        "server of the same CPython minor version: its values (lineage flattened), cells' "
-        "functions and classes, large arrays, metadata and checksums.", archive, "404",
-        parameters=state, description="Streamed. Names whose objects cannot be pickled are "
-        "left out; meta.json lists them under `lost`, and the import's reply too.")
-
-
-def _import_state(state, max_import):
-    body = {"type": "string", "contentMediaType": ARCHIVE}
-    return operation(
-        "import_state", "states", "Recreate the state an archive from GET "
-        "/states/<name>/export holds, as a new root state named <name>; cells on it give what "
-        "they give on the original.", json_reply("Imported.", ref("Imported")),
-        "409", "422", "499", *BODY_ERRORS, parameters=state,
-        requestBody={"required": True, "content": {ARCHIVE: {"schema": body},
-                                                    "application/octet-stream": {
-                                                        "schema": body}}},
-        description=f"Read as it arrives (a Content-Length, or chunked), at most {max_import} "
-                    "bytes (--max-import; 413 past it). Refused, storing nothing: 400 for a "
-                    "body that is not an archive, or a truncated or damaged one (a checksum "
-                    "that does not match); 409 for a name that exists; 422 for a state this "
-                    "server cannot load (the message says which version differs).")
-
-
-def _imported():
-    return obj({
-        "imported": {**TEXT, "description": "the new state's name"},
-        "lost": mapping(TEXT, "names the archive left out (their objects could not be "
-                              "pickled), and why; or, with --state-dir, that could not be "
-                              "saved"),
-        "original": obj({"name": TEXT, "parent": nullable(TEXT), "timestamp": TIMESTAMP,
-                         "python_version": TEXT, "snapshot_kernel": TEXT,
-                         "libraries": mapping(TEXT, "library: version")},
-                        description="the state on the server it was exported from"),
-    }, description="A root state: its parent is null, its code the cell that made the original.")
