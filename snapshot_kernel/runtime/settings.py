@@ -45,15 +45,8 @@ class Process:
     def enter_thread(self):
         """Give the running thread this state's own settings (run in its new context)."""
         for each in SCOPES[THREAD]:
-            if not each.active() or (self.context is not None and carried(each)):
-                continue  # the context has it
-            value = self.own.get(each.name, _MISSING)
-            if value is _MISSING:
-                if each.fresh is None:
-                    continue
-                value = each.fresh()
-            if not each.unchanged(value):
-                each.write(value)
+            if each.active() and not (self.context is not None and carried(each)):
+                _restore(each, self.own)  # (a carried one, the context has)
 
     def after(self, context):
         """The Process a cell that started from this one ended with, in ``context``."""
@@ -119,19 +112,25 @@ def _copied(value):
         return value
 
 
+def _restore(each, values):
+    """Write kind ``each``'s value in ``values`` (a fresh import's, if it has none) where the
+    current one differs."""
+    value = values.get(each.name, _MISSING)
+    if value is _MISSING:
+        if each.fresh is None:
+            return
+        value = each.fresh()
+    if not each.unchanged(value):
+        each.write(value)
+
+
 def apply_shared(target):
     """Write the process-wide settings ``target`` wherever the process differs."""
     for each in SCOPES[PROCESS]:
         if not each.active():
             continue
-        value = target.get(each.name, _MISSING)
-        if value is _MISSING:
-            if each.fresh is None:
-                continue
-            value = each.fresh()
         try:
-            if not each.unchanged(value):
-                each.write(value)
+            _restore(each, target)
         except OSError as exc:
             raise ProcessSettingError(f"the state's {each.name} could not be restored "
                                       f"({exc}); run the cell on another state, or make it "
