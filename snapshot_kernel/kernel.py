@@ -58,7 +58,8 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
                  repr_limit=DEFAULT_REPR_LIMIT, grace=DEFAULT_GRACE, copy_mode=TOUCHED,
                  image_limit=DEFAULT_IMAGE_LIMIT, copy_on_write=cow.THRESHOLD,
                  keep_results=None, full_output_limit=capture.DEFAULT_FULL_LIMIT,
-                 state_dir=None, max_memory=None, crash=None, journal=None):
+                 state_dir=None, max_memory=None, crash=None, journal=None,
+                 private_dir=False):
         """``timeout`` and ``output_limit`` are defaults for executions (None: no
         limit). ``copy_mode`` says what an execution copies in before its cell runs
         (``storage.Working.open``); buffers of ``copy_on_write`` bytes or more are kept
@@ -68,8 +69,9 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         found there are loaded (``store``); ``max_memory`` then bounds the bytes of
         stored objects kept in memory. In a server process that a supervisor forked,
         ``crash`` says how the last one died (its executions are reported ``crashed``),
-        and without a state directory, running executions are noted in ``journal``
-        (``crashes``)."""
+        and running executions are noted in ``journal`` (``crashes``): with a state
+        directory too, where that costs a transaction per execute. ``private_dir``: the
+        state directory is the server's alone, removed when it stops (``Store``)."""
         for patch in (capture, interrupt, plots, display, checkpoints, mainmodule, heap):
             patch.install()
         self._initial_process = None  # the server's settings, read when the first cell runs
@@ -81,7 +83,8 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         self.repr_limit = repr_limit
         self.describe_budget = DESCRIBE_BUDGET  # seconds describe() waits for reprs
         self.copy_mode = copy_mode
-        self._store = None if state_dir is None else Store(state_dir, None, max_memory)
+        self._store = (None if state_dir is None
+                       else Store(state_dir, None, max_memory, private=private_dir))
         blob_dir = None if self._store is None else self._store.blob_dir
         self.buffers = (None if copy_on_write is None
                         else cow.Buffers.probe(copy_on_write, blob_dir))
@@ -94,10 +97,10 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         self._closed = False
         self._supervising = False
         self._auto_names = itertools.count(1)
-        self._journal = journal if self._store is None else None  # a store notes them itself
+        self._journal = journal
         ended = self._open_store() if self._store is not None else []
         if crash is not None:
-            ended += crash.running
+            ended = crash.cut_short(self._states, ended)
         for summary in ended:
             self._runs.restored(summary, crash, states_kept=self._store is not None)
 
@@ -230,10 +233,10 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         limits = (seconds_or_none("timeout", timeout, self.timeout),
                   positive("max_output", max_output, self.output_limit, whole=True))
         run = self._begin(code, state_name, exec_id, new_state_name, *limits, **hooks)
-        if self._store is not None:  # so a restart can say it ended there
-            self._store.running(exec_id, run.summary())
-        elif self._journal is not None:  # so the next server process can say it crashed
+        if self._journal is not None:  # so the next server process can say it crashed
             self._journal.running(run)
+        elif self._store is not None:  # so a restart can say it ended there
+            self._store.running(exec_id, run.summary())
         return run
 
     def wait(self, exec_id, timeout=None):
@@ -416,13 +419,18 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
                 state = self._child(name, run, outcome.stored, outcome.process)
         lost = {}
         if self._store is not None:
-            if state is not None:  # noted as ended in the transaction that saves its state
-                lost, failure = self._save(state, run.exec_id)
+            # Noted as running in the state directory if there is no journal, or once it
+            # stored a checkpoint: then noted as ended in the transaction saving its state.
+            noted = self._journal is None or bool(run.checkpoints)
+            if state is not None:
+                if self._journal is not None:  # a crash while saving: was it saved?
+                    self._journal.saving(run.exec_id, state.name)
+                lost, failure = self._save(state, run.exec_id if noted else None)
                 if failure is not None:
                     state, outcome = None, Outcome(error=failure)
-            if state is None:  # before the reply, so a restart cannot report it as running
+            if state is None and noted:  # before the reply: a restart cannot report it
                 self._store.ended(run.exec_id)
-        elif self._journal is not None:  # likewise: a crash after the reply ended nothing
+        if self._journal is not None:  # likewise: a crash after the reply ended nothing
             self._journal.ended(run.exec_id)
         with self._lock:
             if self._reserved.get(run.new_state_name) is run:
