@@ -11,7 +11,7 @@ before ``os.kill`` to the reply of a GET /states sent at once on a fresh
 connection (it waits in the listening socket's backlog while the supervisor
 starts the next server process, which loads the state directory). Also timed:
 a cell calling ``os._exit(1)``, from the moment its connection closes. Servers:
-in memory, on an empty state directory, and on one holding a chain of STATES
+--in-memory, the default (a private state directory), on an empty state directory, and on one holding a chain of STATES
 states built over HTTP (each cell ``n += 1`` and one small dict, as in
 ``durable.py``). Each figure is the median (min-max) of CRASHES crashes; after
 each, the test checks that GET /states listed every state.
@@ -117,7 +117,8 @@ def main(argv=None):
     scratch = tempfile.mkdtemp(prefix="crash-bench-")
     rows = []
     try:
-        measure("in memory", (), 0, rows)
+        measure("--in-memory", ("--in-memory",), 0, rows)
+        measure("default (private directory)", (), 0, rows)
         measure("empty --state-dir", ("--state-dir", os.path.join(scratch, "empty")), 0, rows)
         measure(f"--state-dir, {states:,} states",
                 ("--state-dir", os.path.join(scratch, "full")), states, rows)

@@ -5,6 +5,8 @@ Every flag, its default and what it bounds; docs/server.md's flags table follows
 
 import argparse
 import os
+import shutil
+import tempfile
 
 from .runtime import capture
 from .states import cow
@@ -17,6 +19,7 @@ from .web.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD, DEFAULT_REQUE
 TOKEN_ENV = "SNAPSHOT_KERNEL_TOKEN"
 STATE_DIR_ENV = "SNAPSHOT_KERNEL_STATE_DIR"
 DEFAULT_BIND = "127.0.0.1:8080"
+PRIVATE_PREFIX = "snapshot-kernel-states-"  # then the supervisor's pid, "-", mkdtemp's letters
 DEFAULT_THREADS = 16
 CONTROL_THREADS = 4  # workers /execute never takes, so that control requests always find one
 DEFAULT_MAX_RUNNING = DEFAULT_THREADS - CONTROL_THREADS
@@ -54,6 +57,10 @@ def parse_args(argv=None):
                              "segfault, os._exit, the OOM killer) ends the server. By default "
                              "a small parent process holds the socket and starts a new server "
                              "process at once, and the executions the crash ended say so")
+    parser.add_argument("--in-memory", action="store_true",
+                        help="keep states in memory only, as with --no-supervisor: cheaper "
+                             "cells, but a cell that crashes the server process loses every "
+                             "state but 'initial'")
     parser.add_argument("--max-import", type=_positive_int, default=DEFAULT_MAX_IMPORT,
                         help="largest archive PUT /states/<name> takes, in bytes "
                              f"(default {DEFAULT_MAX_IMPORT})")
@@ -62,6 +69,9 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if not args.token:
         parser.error(f"no token: pass --token SECRET or set {TOKEN_ENV}")
+    if args.in_memory and args.state_dir is not None:
+        parser.error("--in-memory keeps no state directory: drop --state-dir (or "
+                     f"${STATE_DIR_ENV}) or --in-memory")
     if args.max_running is None:
         args.max_running = max(1, args.threads - CONTROL_THREADS)
     if args.max_running >= args.threads:
@@ -86,6 +96,7 @@ def _add_connection_limits(parser):
 
 
 def _add_kernel_options(parser):
+    parser.set_defaults(private_dir=False)  # main() makes one in the supervisor (private_state_dir)
     parser.add_argument("--workdir", default=None,
                         help="the directory cells run in and /files serves; the server "
                              "changes into it at start (default: where it was started)")
@@ -95,11 +106,13 @@ def _add_kernel_options(parser):
     parser.add_argument("--state-dir", default=os.environ.get(STATE_DIR_ENV) or None,
                         help="keep every state in this directory, written before the reply "
                              "that names it, and load the states it holds at start "
-                             f"(default: ${STATE_DIR_ENV}; none: states live in memory only)")
+                             f"(default: ${STATE_DIR_ENV}; none: a private directory in "
+                             "$TMPDIR, removed when the server stops, keeps the states across "
+                             "a crash of a cell)")
     parser.add_argument("--max-memory", type=_positive_int, default=None,
-                        help="with --state-dir: bytes of stored objects kept in memory; the "
-                             "least recently used are dropped and loaded again on use "
-                             "(default: no limit)")
+                        help="bytes of stored objects kept in memory, with a state "
+                             "directory; the least recently used are dropped and loaded again "
+                             "on use (default: no limit)")
     parser.add_argument("--keep-results", type=_positive_float, default=DEFAULT_KEEP_SECONDS,
                         help="seconds a finished execution's record (status, reply, full "
                              f"output) is kept for GET /executions/<id> "
@@ -115,6 +128,49 @@ def _add_kernel_options(parser):
     parser.add_argument("--copy-on-write", type=_positive_int, default=cow.THRESHOLD,
                         help="numpy buffers of this many bytes or more are mapped "
                              f"copy-on-write, not copied (default {cow.THRESHOLD})")
+
+
+def private_state_dir(args):
+    """The crash-safe default: without --state-dir or --in-memory, a supervised server keeps
+    its states in a new directory of its own (in $TMPDIR), which the supervisor outlives
+    a crash with and removes when it stops. Its path, set in ``args``; or None.
+
+    The directory's name holds the supervisor's pid: one whose supervisor was killed
+    (SIGKILL leaves no chance to clean up) is removed by the next server that starts."""
+    if args.no_supervisor or args.in_memory or args.state_dir is not None:
+        return None
+    _sweep_private_dirs(tempfile.gettempdir())
+    args.state_dir = tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-")
+    args.private_dir = True
+    return args.state_dir
+
+
+def _sweep_private_dirs(parent):
+    """Remove this user's private state directories in ``parent`` whose server is gone."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name[len(PRIVATE_PREFIX):].split("-", 1)[0]
+        if not entry.name.startswith(PRIVATE_PREFIX) or not pid.isdigit():
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.getuid() or _alive(int(pid)):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def enter_workdir(args):
@@ -138,7 +194,8 @@ def kernel_from(args, crash=None, journal=None):
                             image_limit=args.max_image, keep_results=args.keep_results,
                             full_output_limit=args.max_full_output,
                             copy_on_write=args.copy_on_write, state_dir=args.state_dir,
-                            max_memory=args.max_memory, crash=crash, journal=journal)
+                            max_memory=args.max_memory, crash=crash, journal=journal,
+                            private_dir=args.private_dir)
 
 
 def _host_port(text):

@@ -229,8 +229,8 @@ def crash_error(cause, last_checkpoint, states_kept):
         kept = "nothing but its checkpoints was stored" + (
             f"; the last is {last_checkpoint!r}" if last_checkpoint else "")
     else:
-        kept = ("every state but 'initial' was lost with it: start the server with "
-                "--state-dir to keep them across a crash")
+        kept = ("every state but 'initial' was lost with it (--in-memory): start the server "
+                "without --in-memory to keep them across a crash")
     return kernel_error("KernelCrash", f"the server process {cause['cause']} while this cell "
                         f"ran, and a new one took over; {kept}")
 

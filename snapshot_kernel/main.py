@@ -14,6 +14,7 @@ import hmac
 import json
 import os
 import re
+import shutil
 import sys
 import threading
 import urllib.parse
@@ -29,7 +30,8 @@ from .web.bodies import (DEFAULT_MAX_IMPORT, DEFAULT_PAGE, EXECUTE_FIELDS, FORMA
 from .files import Workdir
 from .render import render_text
 from .states.store import StoreError
-from .cli import DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, enter_workdir, kernel_from, parse_args
+from .cli import (DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, enter_workdir, kernel_from, parse_args,
+                  private_state_dir)
 from .supervisor import supervise
 from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, SHUTDOWN_TIMEOUT, error_body,
                          exit_now, listening_socket, make_server, serve_until_signalled)
@@ -428,11 +430,16 @@ def main(argv=None):
         sys.exit(f"snapshot-kernel: cannot listen on {args.bind[0]}:{args.bind[1]} ({exc})")
     if args.no_supervisor:
         serve(args, listener, files)
+    private = private_state_dir(args)
     # The supervisor kills a server process still there 0.1 s after it should have exited
     # (serve_until_signalled), and so within the 5 s a stop may take, whatever a cell holds.
-    with listener:
-        status = supervise(functools.partial(serve, args, listener, files),
-                           SHUTDOWN_TIMEOUT - 0.4)
+    try:
+        with listener:
+            status = supervise(functools.partial(serve, args, listener, files),
+                               SHUTDOWN_TIMEOUT - 0.4)
+    finally:  # only the supervisor gets here: a server process ends in os._exit
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
     sys.exit(status)
 
 

@@ -1,9 +1,10 @@
 """Cells that crash the server process, against the real server and its supervisor.
 
-Each crash kind is run on a server started as a user starts it (``test_server.Server``),
-without and with ``--state-dir``. After each, what a user sees: the server answers
-again within BACK s (connections made meanwhile wait, none is refused), the
-states a reply acknowledged are there (with ``--state-dir``), the crashed
+Each crash kind is run on a server started as a user starts it (``test_server.Server``):
+by default (a private state directory), with ``--state-dir`` and with ``--in-memory``.
+After each, what a user sees: the server answers again within BACK s (connections
+made meanwhile wait, none is refused), the states a reply acknowledged are there
+(all but ``--in-memory``), the crashed
 execution says ``crashed`` and why, new cells run on old states, and SIGTERM
 still ends the server within 5 s. Every wait is bounded.
 """
@@ -21,8 +22,9 @@ import time
 import pytest
 
 from test_openapi import Described
-from test_server import TIMEOUT, TOKEN, call, server_env, start_server  # noqa: F401 (fixture)
-from snapshot_kernel import crashes, supervisor
+from test_server import (SERVER_TMPDIR, TIMEOUT, TOKEN, call, server_env,  # noqa: F401
+                         start_server)
+from snapshot_kernel import cli, crashes, supervisor
 from snapshot_kernel.web.server import SHUTDOWN_TIMEOUT
 
 BACK = 3.0  # seconds from a crash to an answered GET /states, at most (measured: 0.02-0.3 s)
@@ -36,15 +38,19 @@ CRASHES = {
     "os.abort": ("import os\nos.abort()", "SIGABRT", None),
 }
 SLEEPING = "import time\ntime.sleep(60)"  # a cell still running when SIGKILL comes from outside
-MODES = {"in memory": False, "--state-dir": True}
+MODES = ("default", "--state-dir", "--in-memory")
 
 
-@pytest.fixture(params=list(MODES), ids=list(MODES))
+def mode_flags(mode, tmp_path):
+    return {"default": [], "--state-dir": ["--state-dir", str(tmp_path / "states")],
+            "--in-memory": ["--in-memory"]}[mode]
+
+
+@pytest.fixture(params=MODES)
 def crashable(request, start_server, tmp_path):
     """A server in each mode, holding state ``before`` (x = 41), which a reply acknowledged."""
-    durable = MODES[request.param]
-    server = start_server(flags=["--state-dir", str(tmp_path / "states")] if durable else [])
-    server.durable = durable
+    server = start_server(flags=mode_flags(request.param, tmp_path))
+    server.durable = request.param != "--in-memory"
     status, reply = request_json(server, "POST", "/execute",
                                  {"code": "x = 41", "state_name": "initial",
                                   "new_state_name": "before"})
@@ -103,7 +109,7 @@ def assert_told(server, exec_id, signal_name, exit_status):
     assert (signal_name or f"status {exit_status}") in crash["cause"]
     assert report["reply"]["error"]["ename"] == "KernelCrash"
     assert crash["cause"] in report["reply"]["error"]["evalue"]
-    kept = "checkpoints" if server.durable else "--state-dir"
+    kept = "checkpoints" if server.durable else "without --in-memory"
     assert kept in report["reply"]["error"]["evalue"]
     document = request_json(server, "GET", "/openapi.json")[1]
     Described(document).validate(report, "/components/schemas/Execution")
@@ -112,7 +118,7 @@ def assert_told(server, exec_id, signal_name, exit_status):
 
 
 def assert_serves_on(server, states):
-    """Acknowledged states survived (with --state-dir), and new cells run on them."""
+    """Acknowledged states survived (but with --in-memory), and new cells run on them."""
     if server.durable:
         assert "before" in states
         status, reply = request_json(server, "POST", "/execute",
@@ -159,8 +165,9 @@ def test_a_sigkill_from_outside_is_reported_to_the_async_poller(crashable):
     assert_stops_cleanly(crashable)
 
 
-def test_checkpoints_a_crashed_cell_stored_are_kept_and_listed(start_server, tmp_path):
-    server = start_server(flags=["--state-dir", str(tmp_path / "states")])
+@pytest.mark.parametrize("mode", MODES[:2])
+def test_checkpoints_a_crashed_cell_stored_are_kept_and_listed(start_server, tmp_path, mode):
+    server = start_server(flags=mode_flags(mode, tmp_path))
     code = "x = 1\ncheckpoint(progress='half')\nx = 2\nimport os\nos._exit(3)"
     crash_with(server, code, "halfway", "initial")
     _, states = seconds_until_states_answer(server)
@@ -396,6 +403,61 @@ def test_without_the_supervisor_a_crash_ends_the_server(start_server):  # noqa: 
     assert server.process.wait(TIMEOUT) == 7
 
 
+# -- the private state directory (the default) ------------------------------------------------
+
+
+def private_dirs(supervisor_pid=None):
+    """The private state directories in the servers' $TMPDIR (of one supervisor's, if given)."""
+    prefix = cli.PRIVATE_PREFIX + ("" if supervisor_pid is None else f"{supervisor_pid}-")
+    return sorted(name for name in os.listdir(SERVER_TMPDIR) if name.startswith(prefix))
+
+
+def test_the_default_keeps_states_in_a_directory_that_a_clean_stop_removes(start_server):
+    server = start_server()
+    status, reply = request_json(server, "POST", "/execute",
+                                 {"code": "x = 1", "state_name": "initial"})
+    assert (status, reply["error"]) == (200, None)
+    [directory] = private_dirs(server.process.pid)
+    assert os.path.exists(os.path.join(SERVER_TMPDIR, directory, "catalog.sqlite"))
+    assert_stops_cleanly(server)
+    assert private_dirs(server.process.pid) == []
+
+
+def test_a_directory_whose_supervisor_was_killed_goes_at_the_next_start(start_server):
+    killed = start_server()
+    killed.process.kill()  # SIGKILL: the supervisor cannot clean up
+    killed.process.wait(TIMEOUT)
+    deadline = time.monotonic() + TIMEOUT
+    while _state(server_process_of(killed.process.pid)) != "Z" and time.monotonic() < deadline:
+        time.sleep(0.01)  # its server process follows it (PR_SET_PDEATHSIG)
+    assert len(private_dirs(killed.process.pid)) == 1
+    server = start_server()
+    assert private_dirs(killed.process.pid) == []
+    assert len(private_dirs(server.process.pid)) == 1
+
+
+def server_process_of(supervisor_pid):
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == supervisor_pid:
+                        return int(entry)
+            except OSError:
+                continue
+    return -1  # none left
+
+
+def test_in_memory_with_a_state_dir_is_refused(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "snapshot_kernel.main", "--in-memory",
+                             "--state-dir", str(tmp_path)], env=server_env(TOKEN),
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                            timeout=TIMEOUT)
+    assert result.returncode == 2
+    assert "--in-memory keeps no state directory" in result.stderr
+    assert not os.listdir(tmp_path)
+
+
 # -- the pieces, without a server --------------------------------------------------------------
 
 
@@ -429,6 +491,20 @@ def test_a_torn_journal_record_reads_as_no_record():
     journal._map[offset + 4 + length // 2:offset + 4 + length] = bytes(length - length // 2)
     ready, summaries = journal.take()
     assert [(s["exec_id"], s["timeout"]) for s in summaries] == [("whole", 1.5)]
+
+
+def test_an_execution_whose_state_was_saved_before_the_crash_is_not_reported():
+    journal = crashes.Journal(slots=4)
+    for run in (Run("saved"), Run("saving"), Run("checkpointed"), Run("running")):
+        journal.running(run)
+    journal.saving("saved", "state-7")     # its transaction committed, then the crash
+    journal.saving("saving", "state-8")    # the crash came first: state-8 is not stored
+    journal.ready()
+    crash = crashes.Crash({}, time.time(), journal.take()[1])
+    noted = [{"exec_id": "checkpointed", "checkpoints": [{"state_name": "checkpointed@1"}]}]
+    cut_short = crash.cut_short({"initial": None, "state-7": None}, noted)
+    assert [summary["exec_id"] for summary in cut_short] == ["checkpointed", "saving", "running"]
+    assert cut_short[0] is noted[0]  # the state directory's record lists the checkpoints
 
 
 @pytest.mark.parametrize("status, before, after, expected", [

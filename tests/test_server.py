@@ -1,13 +1,16 @@
 """The real server as a user starts it: a subprocess on a real socket, stdlib clients only."""
 
+import atexit
 import http.client
 import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -18,6 +21,10 @@ TOKEN_ENV = "SNAPSHOT_KERNEL_TOKEN"
 TOKEN = "server-test-token"
 LISTENING = re.compile(r"snapshot-kernel listening on http://(\S+):(\d+)")
 TIMEOUT = 10  # seconds: the bound on every wait, so a hung server fails instead of hanging
+# The servers' $TMPDIR, where each keeps its private state directory (the crash-safe default):
+# a server the suite kills with SIGKILL cannot remove its own, so the suite removes them all.
+SERVER_TMPDIR = tempfile.mkdtemp(prefix="snapshot-kernel-tests-")
+atexit.register(shutil.rmtree, SERVER_TMPDIR, True)
 
 
 def _default_sigint():
@@ -27,6 +34,7 @@ def _default_sigint():
 
 def server_env(token):
     env = {name: value for name, value in os.environ.items() if name != TOKEN_ENV}
+    env["TMPDIR"] = SERVER_TMPDIR
     if token is not None:
         env[TOKEN_ENV] = token
     return env

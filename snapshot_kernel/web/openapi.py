@@ -191,8 +191,8 @@ def _reply():
         "parent": {**TEXT, "description": "the source state"},
         "checkpoints": _list_of("Checkpoint"),
         "truncated": mapping(ref("Truncated"), "the streams the reply shows only part of"),
-        "lost": mapping(TEXT, "with --state-dir: names of the new state that could not be "
-                              "saved, and why"),
+        "lost": mapping(TEXT, "unless --in-memory: names of the new state that could not "
+                              "be saved, and why"),
     }, ["output", "state_name", "error", "exec_id", "parent"],
         description="A cell that raised is still a 200: `error` is set and no state is stored.")
 
@@ -221,7 +221,7 @@ def _state():
         "code": {**TEXT, "description": "the code that made it"},
         "variables": mapping(variable, "each name's type and repr (cut to 2,000 characters)"),
         "shared": mapping(TEXT, "names whose values are shared by reference, and why"),
-        "lost": mapping(TEXT, "with --state-dir: names that would not survive a restart"),
+        "lost": mapping(TEXT, "unless --in-memory: names that would not survive a crash"),
         "approx_bytes": WHOLE, "shared_bytes": WHOLE,
         "checkpoint": {"const": True}, "progress": nullable(TEXT),
     }, ["name", "timestamp", "parent", "code", "variables", "shared", "lost", "approx_bytes",

@@ -85,7 +85,7 @@ def imported():
     return obj({
         "imported": {**TEXT, "description": "the new state's name"},
         "lost": mapping(TEXT, "names the archive left out (their objects could not be "
-                              "pickled), and why; or, with --state-dir, that could not be "
+                              "pickled), and why; or, unless --in-memory, that could not be "
                               "saved"),
         "original": obj({"name": TEXT, "parent": nullable(TEXT), "timestamp": TIMESTAMP,
                          "python_version": TEXT, "snapshot_kernel": TEXT,
