@@ -7,14 +7,17 @@ Bottle app whose POST /execute only reads its body. Only the app differs.
 
 import http.client
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
 
 import bottle
 
+from snapshot_kernel import crashes
 from snapshot_kernel.kernel import SnapshotKernel
 from snapshot_kernel.main import create_app
 from snapshot_kernel.web.server import make_server
@@ -87,7 +90,9 @@ def _bare_reply_ok(reply):
 
 
 def trivial_latencies(rounds, per_round, warmup=20):
-    """Per-request seconds ``(kernel, bare)`` for POST /execute of ``1+1``.
+    """Per-request seconds ``(kernel, bare, default)`` for POST /execute of ``1+1``: the
+    kernel with states in memory (``--in-memory``), a bare endpoint, and the kernel as a
+    supervised server runs it by default (a private state directory and the journal).
 
     The client runs in its own process, as curl or an agent would: in this
     one it would compete with the servers' threads for the GIL. Requests go in
@@ -95,16 +100,21 @@ def trivial_latencies(rounds, per_round, warmup=20):
     that drift in the machine's speed hits both alike.
     """
     kernel = SnapshotKernel()
+    directory = tempfile.mkdtemp(prefix="http-trivial-")
+    default = SnapshotKernel(state_dir=directory, journal=crashes.Journal(), private_dir=True)
     try:
         with serving(create_app(kernel, TOKEN)) as kernel_port, \
-                serving(bare_app()) as bare_port:
-            job = {"ports": [kernel_port, bare_port], "rounds": rounds,
+                serving(bare_app()) as bare_port, \
+                serving(create_app(default, TOKEN)) as default_port:
+            job = {"ports": [kernel_port, bare_port, default_port], "rounds": rounds,
                    "per_round": per_round, "warmup": warmup}
             done = subprocess.run([sys.executable, "-c", CLIENT, json.dumps(job)],
                                   capture_output=True, text=True, timeout=600, check=True)
             return tuple(json.loads(done.stdout))
     finally:
         kernel.close()
+        default.close()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 # The client process: keep-alive connections to each port, interleaved rounds,

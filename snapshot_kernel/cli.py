@@ -8,6 +8,7 @@ import os
 import shutil
 import tempfile
 
+from . import memory
 from .runtime import capture
 from .states import cow
 from . import kernel as k
@@ -113,6 +114,13 @@ def _add_kernel_options(parser):
                         help="bytes of stored objects kept in memory, with a state "
                              "directory; the least recently used are dropped and loaded again "
                              "on use (default: no limit)")
+    parser.add_argument("--max-cell-memory", type=_whole, default=None,
+                        help="bytes of anonymous memory the server process may hold while "
+                             "cells run (its objects; not the pages of buffers states share "
+                             "copy-on-write); past it, the running cells stop with a "
+                             "MemoryError. 0: no limit (default: "
+                             f"{memory.DEFAULT_SHARE * 100:.0f}%% of the machine's memory, or of the "
+                             "memory cgroup's limit if lower)")
     parser.add_argument("--keep-results", type=_positive_float, default=DEFAULT_KEEP_SECONDS,
                         help="seconds a finished execution's record (status, reply, full "
                              f"output) is kept for GET /executions/<id> "
@@ -195,7 +203,22 @@ def kernel_from(args, crash=None, journal=None):
                             full_output_limit=args.max_full_output,
                             copy_on_write=args.copy_on_write, state_dir=args.state_dir,
                             max_memory=args.max_memory, crash=crash, journal=journal,
-                            private_dir=args.private_dir)
+                            private_dir=args.private_dir,
+                            max_cell_memory=cell_memory_limit(args.max_cell_memory))
+
+
+def cell_memory_limit(flag):
+    """The kernel's ``max_cell_memory`` for ``--max-cell-memory``: None (the flag's
+    absence) is the default share of the machine's memory, 0 no limit."""
+    if flag is None:
+        return memory.default_limit()
+    return flag or None
+
+
+def _whole(text):
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of bytes, got {text!r}")
+    return int(text)
 
 
 def _host_port(text):

@@ -194,14 +194,17 @@ def oom_kills(proc="/proc", cgroups="/sys/fs/cgroup"):
     memory cgroup (v2 ``memory.events``, v1 ``memory.oom_control``), then the whole
     machine's (``/proc/vmstat``)."""
     counts = {}
-    for path in _cgroup_files(proc, cgroups) + [os.path.join(proc, "vmstat")]:
+    files = cgroup_files(proc, cgroups, "memory.events", "memory.oom_control")
+    for path in files + [os.path.join(proc, "vmstat")]:
         count = _oom_kill_line(path)
         if count is not None:
             counts[path] = count
     return counts
 
 
-def _cgroup_files(proc, cgroups):
+def cgroup_files(proc, cgroups, v2_name, v1_name):
+    """The paths of file ``v2_name`` (cgroup v2) or ``v1_name`` (v1) of this process's
+    memory cgroup, where they would be; some may not exist."""
     try:
         with open(os.path.join(proc, "self", "cgroup")) as lines:
             entries = [line.rstrip("\n").split(":", 2) for line in lines]
@@ -213,11 +216,10 @@ def _cgroup_files(proc, cgroups):
             continue
         _, controllers, path = entry
         if controllers == "":  # v2, mounted alone or beside v1 ("unified")
-            files += [os.path.join(cgroups, *mount, path.lstrip("/"), "memory.events")
+            files += [os.path.join(cgroups, *mount, path.lstrip("/"), v2_name)
                       for mount in ((), ("unified",))]
         elif "memory" in controllers.split(","):
-            files.append(os.path.join(cgroups, "memory", path.lstrip("/"),
-                                      "memory.oom_control"))
+            files.append(os.path.join(cgroups, "memory", path.lstrip("/"), v1_name))
     return files
 
 

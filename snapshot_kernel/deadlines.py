@@ -6,6 +6,7 @@ import threading
 import time
 import weakref
 
+from . import memory
 from .runtime import interrupt
 from .errors import UnknownExecution
 from .execution import DONE, RUNNING, STARTING, Outcome, reply_for, stuck_error
@@ -61,6 +62,17 @@ class Deadlines:
                 and now - run.interrupted_at >= self.grace):
             self._abandon_locked(run, stuck_error(run, self.grace))
 
+    def _check_memory_locked(self, limit):
+        """Interrupt the running cells if the process holds more than ``limit`` bytes of
+        anonymous memory: which cell allocated it cannot be told, and any may be next."""
+        held = memory.anonymous_bytes()
+        if held is None or held <= limit:
+            return
+        for run in self._runs.running.values():
+            if run.phase == RUNNING and run.interrupt_reason is None:
+                run.memory_held = (held, limit)
+                self._interrupt_locked(run, "memory")
+
     def _abandon_locked(self, run, error):
         """Reply now for a cell that has not stopped; it stays listed, stuck, storing nothing."""
         run.stuck = True
@@ -78,8 +90,9 @@ def _supervise(kernel_ref):
     not stop in time. Ends once nothing has run for ``IDLE_END`` s, or the kernel is
     closed or gone; ``_begin`` starts it again."""
     idle_since = time.monotonic()
+    poll = POLL
     while True:
-        time.sleep(POLL)
+        time.sleep(poll)
         kernel = kernel_ref()
         if kernel is None:
             return
@@ -92,4 +105,8 @@ def _supervise(kernel_ref):
                 return
             for run in list(kernel._runs.running.values()):
                 kernel._check_locked(run, now)
+            limit = kernel.max_cell_memory
+            if limit is not None and kernel._runs.running:
+                kernel._check_memory_locked(limit)
+            poll = POLL if limit is None else min(POLL, memory.POLL)
         del kernel

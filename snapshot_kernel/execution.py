@@ -84,7 +84,7 @@ class Execution:
     thread_id: Optional[int] = None
     interrupt_requested: bool = False
     interrupt_sent: bool = False
-    interrupt_reason: Optional[str] = None  # request, timeout, reset, shutdown, disconnect
+    interrupt_reason: Optional[str] = None  # request, timeout, memory, reset, shutdown, ...
     interrupted_at: Optional[float] = None
     stuck: bool = False       # given up on: it has its reply, yet its thread runs on
     ended: bool = False       # its thread is done with it
@@ -102,6 +102,7 @@ class Execution:
     client_gone: object = None  # for a cell run on its caller's thread: true once the caller left
     on_abandon: object = None   # ... and called with the reply if it is given up on (stuck)
     crash: Optional[dict] = None  # how the server process running it died (crashes.cause_of)
+    memory_held: Optional[tuple] = None  # (bytes held, the limit) if the memory limit stopped it
     size: int = 0             # characters its reply holds, once it is kept as finished
 
     @property
@@ -277,6 +278,13 @@ def judged(run, outcome, generation):
         message = f"the cell ran past its {run.timeout:g} s timeout and was interrupted"
         frames = outcome.error["traceback"][:-1] if outcome.error else []
         return Outcome(error=kernel_error("TimeoutError", message, frames))
+    if run.interrupt_reason == "memory":
+        held, limit = run.memory_held
+        message = (f"the server process held {held / 1e6:,.0f} MB while this cell ran, past "
+                   f"its --max-cell-memory of {limit / 1e6:,.0f} MB: the cell was interrupted "
+                   "and nothing was stored")
+        frames = outcome.error["traceback"][:-1] if outcome.error else []
+        return Outcome(error=kernel_error("MemoryError", message, frames))
     return outcome
 
 

@@ -59,7 +59,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
                  image_limit=DEFAULT_IMAGE_LIMIT, copy_on_write=cow.THRESHOLD,
                  keep_results=None, full_output_limit=capture.DEFAULT_FULL_LIMIT,
                  state_dir=None, max_memory=None, crash=None, journal=None,
-                 private_dir=False):
+                 private_dir=False, max_cell_memory=None):
         """``timeout`` and ``output_limit`` are defaults for executions (None: no
         limit). ``copy_mode`` says what an execution copies in before its cell runs
         (``storage.Working.open``); buffers of ``copy_on_write`` bytes or more are kept
@@ -71,13 +71,17 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         ``crash`` says how the last one died (its executions are reported ``crashed``),
         and running executions are noted in ``journal`` (``crashes``): with a state
         directory too, where that costs a transaction per execute. ``private_dir``: the
-        state directory is the server's alone, removed when it stops (``Store``)."""
+        state directory is the server's alone, removed when it stops (``Store``).
+        ``max_cell_memory``: the bytes of anonymous memory the process may hold while
+        cells run; past it, the running cells are interrupted with a MemoryError
+        (``memory``). None: no limit."""
         for patch in (capture, interrupt, plots, display, checkpoints, mainmodule, heap):
             patch.install()
         self._initial_process = None  # the server's settings, read when the first cell runs
         self._initial_lock = threading.Lock()
         self._gate = settings.GATE
         self.timeout, self.grace = timeout, grace
+        self.max_cell_memory = max_cell_memory
         self.output_limit, self.image_limit = output_limit, image_limit
         self.full_output_limit = full_output_limit
         self.repr_limit = repr_limit

@@ -397,6 +397,32 @@ def _state(pid):
         return "Z"
 
 
+def test_a_cell_past_the_memory_limit_fails_and_the_server_process_lives_on(start_server):
+    server = start_server(flags=["--max-cell-memory", "300000000"])
+    before = server_process(server)
+    status, reply = request_json(server, "POST", "/execute", {
+        "code": "x = []\nwhile True:\n    x.append(bytearray(10 ** 6))", "state_name": "initial",
+        "exec_id": "grower"})
+    assert (status, reply["error"]["ename"]) == (200, "MemoryError"), reply
+    assert "past its --max-cell-memory of 300 MB" in reply["error"]["evalue"]
+    status, record = request_json(server, "GET", "/executions/grower")
+    assert (record["status"], record["interrupt_reason"]) == ("interrupted", "memory")
+    Described(request_json(server, "GET", "/openapi.json")[1]).validate(
+        record, "/components/schemas/Execution")
+    assert server_process(server) == before  # no crash, no restart
+    status, reply = request_json(server, "POST", "/execute", {"code": "1 + 1",
+                                                              "state_name": "initial"})
+    assert reply["output"][-1]["data"]["text/plain"] == "2"
+
+
+def test_a_memory_limit_that_is_no_number_is_refused():
+    result = subprocess.run([sys.executable, "-m", "snapshot_kernel.main", "--max-cell-memory",
+                             "2GB"], env=server_env(TOKEN), stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode == 2
+    assert "expected a whole number of bytes, got '2GB'" in result.stderr
+
+
 def test_without_the_supervisor_a_crash_ends_the_server(start_server):  # noqa: F811
     server = start_server(flags=["--no-supervisor"])
     crash_with(server, "import os\nos._exit(7)", "crasher", "initial")

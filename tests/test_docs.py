@@ -62,3 +62,14 @@ def test_the_client_example_works_verbatim(server, tmp_path):
                example("client.md", "client example", "python"))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "no state named 'nope'; GET /states lists them\n"
+
+
+def test_the_flags_table_lists_every_flag_the_server_takes():
+    """docs/server.md's table is where users look a flag up: none may be missing from it."""
+    shown = subprocess.run([sys.executable, "-m", "snapshot_kernel.main", "--help"],
+                           capture_output=True, text=True, timeout=60, check=True).stdout
+    flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", shown)) - {"--help"}
+    table = (DOCS / "server.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `(--[a-z][a-z-]+)", table, re.M))
+    assert "--max-cell-memory" in flags and "--in-memory" in flags
+    assert flags - listed == set()

@@ -1,7 +1,8 @@
-"""Memory comes back: deleting states returns what they held to the system.
+"""Memory comes back: deleting states returns what they held to the system; and a cell
+that grows past --max-cell-memory stops with a MemoryError instead of the OOM killer.
 
-Each case runs in a fresh process, as a server runs: its RSS (``VmRSS``) after
-the states are deleted is compared with its RSS before they were made."""
+Each give-back case runs in a fresh process, as a server runs: its RSS (``VmRSS``)
+after the states are deleted is compared with its RSS before they were made."""
 
 import json
 import platform
@@ -9,6 +10,10 @@ import subprocess
 import sys
 
 import pytest
+
+from helpers import ok
+from snapshot_kernel import cli, memory
+from snapshot_kernel.kernel import SnapshotKernel
 
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc",
                                 reason="RSS comes back through glibc's malloc_trim")
@@ -64,3 +69,57 @@ def test_deleting_states_gives_their_memory_back(options):
     before, peak, after = json.loads(done.stdout)
     assert peak - before > 100 * 2 ** 20  # the states did take memory
     assert after - before < 0.1 * before, (before, peak, after)
+
+
+# -- the memory limit of cells (--max-cell-memory) ---------------------------------------------
+
+GROWER = "x = []\nwhile True:\n    x.append(bytearray(10 ** 6))"
+
+
+def test_a_cell_growing_past_the_limit_gets_a_memory_error_and_the_next_cell_runs():
+    kernel = SnapshotKernel(max_cell_memory=memory.anonymous_bytes() + 200_000_000)
+    try:
+        reply = kernel.execute(GROWER, "initial", exec_id="grower")
+        error = reply["error"]
+        assert error["ename"] == "MemoryError" and reply["state_name"] is None
+        assert "past its --max-cell-memory of" in error["evalue"]
+        assert "x.append(bytearray(10 ** 6))" in "".join(error["traceback"])  # where it was
+        record = kernel.execution("grower")
+        assert (record["status"], record["interrupt_reason"]) == ("interrupted", "memory")
+        assert memory.anonymous_bytes() < kernel.max_cell_memory  # the list went with the cell
+        assert kernel.execute("1 + 1", "initial")["output"][0]["data"]["text/plain"] == "2"
+    finally:
+        kernel.close()
+
+
+def test_buffers_states_share_copy_on_write_do_not_count():
+    """A limit on virtual memory would refuse these branches: each maps the 200 MB array."""
+    pytest.importorskip("numpy")
+    kernel = SnapshotKernel()
+    try:
+        ok(kernel, "import numpy as np\na = np.ones(25_000_000)", new_state_name="big")
+        ok(kernel, "a.sum()", "big")  # the stored array now lies in shared memory
+        kernel.max_cell_memory = memory.anonymous_bytes() + 100_000_000
+        for number in range(5):
+            reply = ok(kernel, f"a[{number}] = 2\nb = a[:10].copy()\nfloat(a.sum())", "big")
+            assert reply["output"][-1]["data"]["text/plain"] == "25000001.0"  # siblings apart
+        assert kernel.execute(GROWER, "big")["error"]["ename"] == "MemoryError"
+    finally:
+        kernel.close()
+
+
+def test_the_limit_defaults_to_a_share_of_the_machine_or_the_cgroup(tmp_path):
+    proc, cgroups = tmp_path / "proc", tmp_path / "cgroup"
+    (proc / "self").mkdir(parents=True)
+    (proc / "meminfo").write_text("MemTotal:       1000000 kB\nMemFree:  5 kB\n")
+    (proc / "self" / "cgroup").write_text("0::/box\n")
+    assert memory.available_bytes(str(proc), str(cgroups)) == 1_024_000_000  # no cgroup file
+    (cgroups / "box").mkdir(parents=True)
+    (cgroups / "box" / "memory.max").write_text("max\n")
+    assert memory.available_bytes(str(proc), str(cgroups)) == 1_024_000_000
+    (cgroups / "box" / "memory.max").write_text("500000000\n")
+    assert memory.available_bytes(str(proc), str(cgroups)) == 500_000_000
+    assert memory.default_limit(str(proc), str(cgroups)) == 400_000_000
+    assert memory.default_limit(str(tmp_path / "nothing"), str(cgroups)) is None
+    assert cli.cell_memory_limit(0) is None and cli.cell_memory_limit(123) == 123
+    assert cli.cell_memory_limit(None) == memory.default_limit()

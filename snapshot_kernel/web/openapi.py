@@ -23,7 +23,8 @@ from .vocabulary import (BODY_ERRORS, ERROR_HEADERS, ERRORS, FLAG, NAME, TEXT, T
                          body, header, json_reply, mapping, nullable, obj, operation, path_name,
                          query, ref)
 
-INTERRUPT_REASONS = ("request", "timeout", "reset", "shutdown", "disconnect", "restart")
+INTERRUPT_REASONS = ("request", "timeout", "memory", "reset", "shutdown", "disconnect",
+                     "restart")
 STREAMS = ("stdout", "stderr")
 DESCRIPTION = """A Python execution server whose states you can branch. A state is an \
 immutable snapshot of a namespace; `execute_code` runs code on a private copy of one and, if \
