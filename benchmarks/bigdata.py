@@ -215,11 +215,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="data 10x smaller: a smoke run")
     parser.add_argument("--only", choices=("big", "small"), help="one section only")
+    parser.add_argument("--in-memory", action="store_true",
+                        help="the product started --in-memory (default: as it starts by "
+                             "default, its states in a private directory)")
     args = parser.parse_args(argv)
+    if args.in_memory:
+        harness.product_options("--in-memory")
     # SIGTERM as an exception, so that every `running` block still kills its server.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.perf_counter()
     print_machine(args.quick)
+    print(f"product: {' '.join(harness.COMMANDS['product'][0][5:]) or 'as by default'}")
     if args.only != "small":
         rows = big_data(10 if args.quick else 1)
         print_times(rows)

