@@ -260,6 +260,63 @@ def test_a_repr_in_get_states_uses_the_states_print_options(kernel):
     assert kernel.describe("s")["variables"]["third"]["repr"] == "array([0.33])"
 
 
+# -- threading.local: one logical thread per lineage ----------------------------------------
+
+LOCALS = ("import threading\nloc = threading.local()\nloc.seen = ['a']\n"
+          "class Pool(threading.local):\n    def __init__(self):\n        self.conn = 'fresh'\n"
+          "class Holder:\n    def __init__(self):\n        self.pool = Pool()\n"
+          "holder = Holder()\nholder.pool.conn = 'opened'")
+LOCALS_PROBE = "print(loc.seen, holder.pool.conn, type(holder.pool).__name__)"
+
+
+def on_a_new_thread(kernel, code, state, **fields):
+    """The reply of ``code`` run on a thread no cell ran on before (``execute_here``)."""
+    replies = []
+    thread = threading.Thread(target=lambda: replies.append(
+        kernel.execute_here(code, state, **fields)))
+    thread.start()
+    thread.join(WAIT)
+    return replies[0]
+
+
+def test_a_thread_local_carries_along_a_lineage_whatever_thread_runs_the_cell(kernel):
+    ok(kernel, LOCALS, new_state_name="made")
+    expected = replayed([LOCALS, LOCALS_PROBE], HOME)
+    assert expected == "['a'] opened Pool\n"
+    assert helpers.stdout(on_a_new_thread(kernel, LOCALS_PROBE, "made")) == expected
+    assert printed(kernel, LOCALS_PROBE, "made") == expected  # and on a pooled thread
+    assert kernel.describe("made")["shared"] == {}  # copied, no longer shared by every state
+
+
+def test_a_branch_s_thread_local_values_reach_neither_its_parent_nor_its_siblings(kernel):
+    ok(kernel, LOCALS, new_state_name="made")
+    change = "loc.seen.append('b')\nholder.pool.conn = 'closed'"
+    reply = on_a_new_thread(kernel, change, "made", new_state_name="branch")
+    assert reply["error"] is None, reply["error"]
+    assert printed(kernel, LOCALS_PROBE, "branch") == \
+        replayed([LOCALS, change, LOCALS_PROBE], HOME) == "['a', 'b'] closed Pool\n"
+    assert printed(kernel, LOCALS_PROBE, "made") == "['a'] opened Pool\n"
+    assert helpers.stdout(on_a_new_thread(kernel, "loc.seen.append('c')\n" + LOCALS_PROBE,
+                                          "made")) == "['a', 'c'] opened Pool\n"
+
+
+def test_threads_a_cell_starts_see_a_thread_local_as_python_makes_it(kernel):
+    ok(kernel, LOCALS, new_state_name="made")
+    probe = ("seen = []\nt = threading.Thread(target=lambda: seen.append((hasattr(loc, 'seen'), "
+             "holder.pool.conn)))\nt.start(); t.join()\nprint(seen)")
+    assert printed(kernel, probe, "made") == replayed([LOCALS, probe], HOME) == \
+        "[(False, 'fresh')]\n"
+
+
+def test_thread_locals_survive_a_restart(tmp_path):
+    from snapshot_kernel.kernel import SnapshotKernel
+    state_dir = str(tmp_path / "states")
+    reply = ok(SnapshotKernel(state_dir=state_dir), LOCALS, new_state_name="made")
+    assert "lost" not in reply
+    assert printed(SnapshotKernel(state_dir=state_dir), LOCALS_PROBE, "made") == \
+        "['a'] opened Pool\n"
+
+
 def test_an_in_memory_sqlite_database_is_the_states_own(kernel):
     ok(kernel, "import sqlite3\ndb = sqlite3.connect(':memory:')\n"
                "db.execute('create table t (x)')\ndb.execute('insert into t values (1)')\n"

@@ -41,7 +41,7 @@ _resolved = {}       # cache of library types' handlers (None: the default path)
 _registry_lock = threading.Lock()
 # Libraries with a support module (``snapshot_kernel.libraries.<name>``), imported the
 # first time a type of that library is met.
-LIBRARY_SUPPORT = frozenset({"numpy", "pandas", "matplotlib", "sqlite3"})
+LIBRARY_SUPPORT = frozenset({"numpy", "pandas", "matplotlib", "sqlite3", "_thread"})
 _loaded = set()
 
 

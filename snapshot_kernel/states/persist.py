@@ -20,6 +20,7 @@ reported by ``dumps`` and ends up ``lost``. Code objects are marshalled, so a
 state directory is bound to one Python version (``FORMAT``).
 """
 
+import _thread
 import abc
 import functools
 import gc
@@ -33,6 +34,7 @@ import weakref
 
 from . import cow
 from ..copying.stored import STORED_GLOBALS, StoredNamespace
+from ..libraries import _thread as thread_locals
 
 FORMAT = f"snapshot-kernel-1 cpython-{sys.version_info[0]}.{sys.version_info[1]}"
 _COPYABLE_METACLASSES = (type, abc.ABCMeta)
@@ -52,6 +54,8 @@ class Pickler(pickle.Pickler):
         reducer = _REDUCERS.get(type(obj))
         if reducer is not None:
             return reducer(self, obj)
+        if isinstance(obj, _thread._local):  # its lineage's values (libraries/_thread.py)
+            return _make_local, (type(obj), thread_locals.lineage_values(obj))
         if isinstance(obj, type) and obj.__module__ == "__main__":
             return _reduce_class(obj)
         return NotImplemented
@@ -319,6 +323,10 @@ def _make_lru_cache(wrapped, maxsize, typed, attributes):
     made = functools.lru_cache(maxsize, typed)(wrapped)
     made.__dict__.update(attributes)
     return made
+
+
+def _make_local(cls, values):
+    return thread_locals.stored_local(cls, values)
 
 
 def _reduce_wrapper(pickler, obj):
