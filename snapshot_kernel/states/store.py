@@ -286,6 +286,18 @@ class Store:
     def delete(self, name, layer, absorbed):
         """Forget state ``name``. ``absorbed`` are the layers that took ``layer``'s
         entries in (``Namespace.absorb_base``); ``layer`` goes if nothing uses it."""
+        try:
+            self._delete(name, layer, absorbed)
+        finally:
+            self.shrink()
+
+    def shrink(self):
+        """Give SQLite's page cache back to the allocator (``heap.give_back`` then returns
+        it to the system): after deletes, it holds pages of rows that are gone."""
+        with self._lock:
+            self._db.execute("PRAGMA shrink_memory")
+
+    def _delete(self, name, layer, absorbed):
         with self._transaction() as db:
             db.execute("DELETE FROM states WHERE name = ?", (name,))
             db.execute("DELETE FROM state_settings WHERE state = ?", (name,))
@@ -348,6 +360,7 @@ class Store:
                 db.execute(f"DELETE FROM {table}")
         self.sweep()
         self.save(initial)
+        self.shrink()
 
     # -- running executions ------------------------------------------------------------------
 
