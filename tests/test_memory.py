@@ -6,6 +6,7 @@ after the states are deleted is compared with its RSS before they were made."""
 
 import json
 import platform
+import re
 import subprocess
 import sys
 
@@ -83,7 +84,8 @@ def test_a_cell_growing_past_the_limit_gets_a_memory_error_and_the_next_cell_run
         error = reply["error"]
         assert error["ename"] == "MemoryError" and reply["state_name"] is None
         assert "past its --max-cell-memory of" in error["evalue"]
-        assert "x.append(bytearray(10 ** 6))" in "".join(error["traceback"])  # where it was
+        # where the loop was when the interrupt landed: its test (3.13) or its body
+        assert re.search(r'File "<cell-\d+>", line [23], in <module>', "".join(error["traceback"]))
         record = kernel.execution("grower")
         assert (record["status"], record["interrupt_reason"]) == ("interrupted", "memory")
         assert memory.anonymous_bytes() < kernel.max_cell_memory  # the list went with the cell
