@@ -187,7 +187,7 @@ def test_a_memory_budget_drops_values_and_loads_them_back(state_dir):
         ok(kernel, f"data{i} = list(range(20_000))", new_state_name=f"s{i}")
     for i in range(10):
         assert printed(kernel, f"print(sum(data{i}))", f"s{i}") == f"{sum(range(20_000))}\n"
-    assert kernel._store._loaded_bytes <= 2_000_000  # 10 lists of 0.7 MB were loaded in turn
+    assert kernel._store.budget.bytes <= 2_000_000  # 10 lists of 0.7 MB were loaded in turn
 
 
 def test_a_cell_that_only_reads_stores_nothing_though_the_budget_reloads_what_it_read(

@@ -16,21 +16,19 @@ start, ``.tmp`` files and blobs nothing refers to are swept.
 Loading is lazy: ``load`` builds the tree from the catalogue, and a group's
 objects are unpickled the first time a cell (or a describe) asks for them.
 With a memory budget, the groups used least recently are dropped from memory
-and loaded again on use (``GroupRecord``).
+and loaded again on use (``budget``).
 """
 
-import collections
 import contextlib
-import functools
 import json
 import hashlib
 import os
 import pickle
 import sqlite3
 import threading
-import weakref
 
 from . import persist
+from .budget import Budget, GroupRecord
 from ..runtime.settings import Process
 from .storage import DELETED, GONE, Entry, Group, Namespace, State
 
@@ -62,32 +60,6 @@ def _note_running(db, exec_id, summary):
 
 class StoreError(Exception):
     """The state directory cannot be used; the message says why and what to do."""
-
-
-class GroupRecord:
-    """The objects of one stored group: in memory, or loaded from the catalogue on use."""
-
-    def __init__(self, store, group_id, weight, values=None):
-        self.store, self.group_id, self.weight = store, group_id, weight
-        self._values = values
-        self._lock = threading.Lock()
-        if values is not None:
-            store.loaded(self)
-
-    def values(self):
-        values = self._values
-        if values is None:
-            with self._lock:
-                if self._values is None:
-                    self._values = self.store.load_group(self.group_id)
-                values = self._values
-            self.store.loaded(self)
-        else:
-            self.store.used(self)
-        return values
-
-    def evict(self):
-        self._values = None
 
 
 class _Made:
@@ -140,11 +112,8 @@ class Store:
         self.private = private
         self.blob_dir = os.path.join(self.directory, "blobs")
         os.makedirs(self.blob_dir, exist_ok=True)
-        self.buffers, self.max_memory = buffers, max_memory
+        self.buffers, self.budget = buffers, Budget(max_memory)
         self._lock = threading.RLock()
-        # id(GroupRecord) -> a weak reference to it, least recently used first
-        self._loaded = collections.OrderedDict()
-        self._loaded_bytes = 0
         self._seq = 0
         self._settings_keys = {}  # (id(shared), id(own)) -> (hash, shared, own)
         self._db = self._connect()
@@ -439,42 +408,6 @@ class Store:
         for name in os.listdir(self.blob_dir):
             if name not in known:
                 self._unlink(name)
-
-    # -- memory ---------------------------------------------------------------------------------
-
-    def loaded(self, record):
-        """``record``'s objects are in memory now; drop the least used if over budget.
-
-        Records are held weakly: a record whose states were all deleted goes, and its
-        objects with it (it takes its weight out of the budget's count as it goes)."""
-        if self.max_memory is None:
-            return
-        key = id(record)
-        with self._lock:
-            if key not in self._loaded:
-                self._loaded_bytes += record.weight
-                self._loaded[key] = weakref.ref(
-                    record, functools.partial(self._forget, key, record.weight))
-            self._loaded.move_to_end(key)
-            while self._loaded_bytes > self.max_memory and len(self._loaded) > 1:
-                _, oldest = self._loaded.popitem(last=False)
-                oldest = oldest()
-                if oldest is not None:
-                    self._loaded_bytes -= oldest.weight
-                    oldest.evict()
-
-    def _forget(self, key, weight, ref):
-        """A loaded record was freed (the collector may call this in any thread)."""
-        with self._lock:
-            if self._loaded.get(key) is ref:
-                del self._loaded[key]
-                self._loaded_bytes -= weight
-
-    def used(self, record):
-        if self.max_memory is not None:
-            with self._lock:
-                if id(record) in self._loaded:
-                    self._loaded.move_to_end(id(record))
 
     def close(self):
         with self._lock:
