@@ -2,16 +2,20 @@
 
     DIR/catalog.sqlite   the catalogue (SQLite, WAL): states, layers, groups, blobs
     DIR/blobs/*.bin      large buffers, read-only files mapped copy-on-write (``cow``)
+    DIR/log-*            a private directory's redo log (``redo``)
 
 It mirrors what the kernel keeps in memory. A state names a layer; a layer is
 its base layer plus the entries its cell changed (``storage.Namespace``), each
 entry pointing at a group: the pickle of the objects of names that share them
 (``persist``). A cell that changes one small name writes one small group and
-one layer row, whatever the size of its state. Every write is one transaction
-(``_transaction``), made before the reply that names the state is sent; blob
-files are complete under their final name before a transaction refers to them.
-A crash at any moment leaves the catalogue as it was after its last commit; at
-start, ``.tmp`` files and blobs nothing refers to are swept.
+one layer row, whatever the size of its state. Every save is one transaction
+(``_transaction``), made before the reply that names the state is sent; in a
+private directory (the crash-safe default), one record of the redo log instead,
+whose rows the catalogue takes later, many saves at a time. Blob files are
+complete under their final name before a row refers to them. A crash at any
+moment leaves the catalogue as it was after its last commit, and the log as it
+was after its last whole record; at start, the log is applied, and ``.tmp``
+files and blobs nothing refers to are swept.
 
 Loading is lazy: ``load`` builds the tree from the catalogue, and a group's
 objects are unpickled the first time a cell (or a describe) asks for them.
@@ -19,19 +23,25 @@ With a memory budget, the groups used least recently are dropped from memory
 and loaded again on use (``budget``).
 """
 
+import collections
 import contextlib
 import json
 import hashlib
 import os
 import pickle
 import sqlite3
+import sys
 import threading
 
-from . import persist
+from . import persist, redo
 from .budget import Budget, GroupRecord
 from ..runtime.settings import Process
 from .storage import DELETED, GONE, Entry, Group, Namespace, State
 
+# The redo log goes to the catalogue (on the applier thread) once it holds this much.
+_LOG_RECORDS = 512
+_LOG_BYTES = 8 << 20
+_LOG_FILES_TAKEN = 8  # past this many, a save applies them itself
 _KEPT_SETTINGS_KEYS = 64  # ids of settings lately saved -> their hash, to pickle each once
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -50,12 +60,44 @@ CREATE TABLE IF NOT EXISTS state_settings (state TEXT PRIMARY KEY, hash TEXT);
 """
 
 
-def _note_running(db, exec_id, summary):
+# What a save writes, as rows: (statement, parameters). The names are what the redo log
+# holds, so they stay as they are; ``_execute`` runs them in this order.
+_STATEMENTS = {
+    "group": "INSERT INTO groups (id, data) VALUES (?, ?)",
+    "blob": "INSERT OR IGNORE INTO blobs VALUES (?, ?)",
+    "group_blob": "INSERT INTO group_blobs VALUES (?, ?)",
+    "layer": "INSERT INTO layers (id, base, changes) VALUES (?, ?, ?)",
+    "layer_group": "INSERT INTO layer_groups VALUES (?, ?)",
+    "state": "INSERT OR REPLACE INTO states VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "settings": "INSERT OR IGNORE INTO settings VALUES (?, ?)",
+    "state_settings": "INSERT OR REPLACE INTO state_settings VALUES (?, ?)",
+    "running": "INSERT OR REPLACE INTO running VALUES (?, ?)",
+    "ended": "DELETE FROM running WHERE exec_id = ?",
+}
+
+
+def _running_row(exec_id, summary):
     """Execution ``exec_id`` runs, as ``summary`` says; or, if that is None, it has ended."""
     if summary is None:
-        db.execute("DELETE FROM running WHERE exec_id = ?", (exec_id,))
-    else:
-        db.execute("INSERT OR REPLACE INTO running VALUES (?, ?)", (exec_id, json.dumps(summary)))
+        return ("ended", (exec_id,))
+    return ("running", (exec_id, json.dumps(summary)))
+
+
+def _meta(db, key, default=None):
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return default if row is None else row[0]
+
+
+def _execute(db, rows):
+    """Run ``rows`` (of saves in order): each statement's rows at once, in the order of
+    ``_STATEMENTS``, which no save's rows contradict (a row never refers to a later one,
+    and an execution ends after it last runs)."""
+    by_statement = {statement: [] for statement in _STATEMENTS}
+    for statement, parameters in rows:
+        by_statement[statement].append(parameters)
+    for statement, parameters in by_statement.items():
+        if parameters:
+            db.executemany(_STATEMENTS[statement], parameters)
 
 
 class StoreError(Exception):
@@ -113,10 +155,25 @@ class Store:
         self.blob_dir = os.path.join(self.directory, "blobs")
         os.makedirs(self.blob_dir, exist_ok=True)
         self.buffers, self.budget = buffers, Budget(max_memory)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the catalogue's connection
         self._seq = 0
         self._settings_keys = {}  # (id(shared), id(own)) -> (hash, shared, own)
         self._db = self._connect()
+        self._log = None  # private: saves go to the redo log, which _log_lock guards
+        if private:
+            self._log_lock = threading.Lock()
+            self._log = redo.RedoLog(self.directory, int(_meta(self._db, "log", 0)))
+            # Numbers of log files taken from the log and not yet applied, oldest first:
+            # saves put them here, and whoever holds _lock applies them.
+            self._taken = collections.deque(self._log.numbers())  # what a crash left
+            self._apply_taken()
+            self._log_full = threading.Event()
+            self._closing = False
+            self._applier = threading.Thread(target=self._apply_when_full, daemon=True,
+                                             name="snapshot-kernel redo log")
+            self._applier.start()
+        self._ids = {table: self._db.execute(f"SELECT max(id) FROM {table}").fetchone()[0] or 0
+                     for table in ("groups", "layers")}
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -127,9 +184,9 @@ class Store:
             if self.private:
                 # No file locks taken and dropped per transaction (the lock is released when
                 # the process dies), and no fsync at checkpoints: a commit is in the page
-                # cache, which outlives the process. Together about 100 us of each execute.
-                # Pages of 1 KiB (the directory is always new): a small cell's commit logs
-                # ~8 pages, 8 KiB where 4 KiB pages log 32 (in memory, with /dev/shm).
+                # cache, which outlives the process. Pages of 1 KiB (the directory is
+                # always new): a small save's rows touch ~8 pages, 8 KiB where 4 KiB
+                # pages would be 32.
                 db.execute("PRAGMA page_size=1024")
                 db.execute("PRAGMA locking_mode=EXCLUSIVE")
             db.execute("PRAGMA journal_mode=WAL")
@@ -153,8 +210,40 @@ class Store:
         return db
 
     @contextlib.contextmanager
+    def _writing(self):
+        """Yield a list for the rows of one save; then commit them or, in a private
+        directory, append them to the redo log (one ``write``). Ids are taken inside."""
+        if self._log is None:
+            with self._transaction() as db:
+                rows = []
+                yield rows
+                _execute(db, rows)
+            return
+        with self._log_lock:
+            rows = []
+            yield rows
+            self._log.append(rows)
+            full = self._log.records >= _LOG_RECORDS or self._log.size >= _LOG_BYTES
+            if full:
+                self._taken.extend(self._log.take())
+        if full and len(self._taken) > _LOG_FILES_TAKEN:  # the applier has not had a turn
+            with self._lock:
+                self._apply_taken()
+        elif full:
+            self._log_full.set()
+
+    @contextlib.contextmanager
     def _transaction(self):
-        """The one place that commits: everything inside is written, or nothing."""
+        """The one place that commits: everything inside is written, or nothing. What
+        the redo log holds is applied first, so the catalogue is whole when read."""
+        with self._lock:
+            if self._log is not None:
+                self._apply_log()
+            with self._commit() as db:
+                yield db
+
+    @contextlib.contextmanager
+    def _commit(self):
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             committed = False
@@ -166,6 +255,44 @@ class Store:
                 if not committed:  # whatever stopped it, an interrupt too
                     self._db.execute("ROLLBACK")
 
+    # -- the redo log (private directories) ------------------------------------------------
+
+    def _apply_when_full(self):
+        """The applier thread: apply the files a save took from the full log. Saves go
+        on meanwhile: they take neither _lock nor, from here, _log_lock, and SQLite lets
+        go of the GIL."""
+        while True:
+            self._log_full.wait()
+            self._log_full.clear()
+            if self._closing:
+                return
+            try:
+                with self._lock:
+                    self._apply_taken()
+            except (OSError, sqlite3.Error) as exc:  # kept: the next apply tries again
+                print(f"snapshot-kernel: the state directory's redo log could not be "
+                      f"applied yet ({exc})", file=sys.stderr, flush=True)
+
+    def _apply_log(self):
+        """Put everything the redo log holds in the catalogue, and delete it."""
+        with self._lock:
+            with self._log_lock:
+                self._taken.extend(self._log.take())
+            self._apply_taken()
+
+    def _apply_taken(self):
+        """Apply the taken log files, oldest first, each in one transaction that notes
+        it as applied, and delete them: a crash between the two applies it once."""
+        while self._taken:
+            number = self._taken[0]
+            path = self._log.path(number)
+            with self._commit() as db:
+                if int(_meta(db, "log", 0)) < number:
+                    _execute(db, [row for rows in redo.read(path) for row in rows])
+                    db.execute("INSERT OR REPLACE INTO meta VALUES ('log', ?)", (str(number),))
+            os.unlink(path)
+            self._taken.popleft()
+
     # -- writing ---------------------------------------------------------------------------
 
     def save(self, state, exec_id=None, summary=None):
@@ -173,7 +300,7 @@ class Store:
         for the names whose objects could not be pickled (lost after a restart).
 
         Its new entries are replaced, in its layer, by entries whose objects a
-        GroupRecord keeps (and may drop and reload). The same transaction notes
+        GroupRecord keeps (and may drop and reload). The same write notes
         execution ``exec_id`` as running with ``summary``, or as ended if that is
         None, so a restart never reports a stored state's execution as cut short."""
         layer = state.names
@@ -186,34 +313,33 @@ class Store:
             lost.update(pickled[group][2])
             if self.private:  # the same objects until a crash, as in memory
                 kept[group] = values
-        with self._transaction() as db:
-            records = {id(group): self._insert_group(db, data, blobs, group.weight,
-                                                     kept.get(group))
+        with self._writing() as rows:
+            records = {id(group): self._group_rows(rows, data, blobs, group.weight,
+                                                   kept.get(group))
                        for group, (data, blobs, _) in pickled.items()}
             if new_layer:
-                self._insert_layer(db, layer, records, lost)
+                self._layer_rows(rows, layer, records, lost)
             self._seq += 1
-            db.execute("INSERT OR REPLACE INTO states VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (state.name, self._seq, layer.layer_id, state.parent, state.code,
-                        state.created, state.new_bytes, state.total_bytes,
-                        json.dumps(state.meta)))
+            rows.append(("state", (state.name, self._seq, layer.layer_id, state.parent,
+                                   state.code, state.created, state.new_bytes,
+                                   state.total_bytes, json.dumps(state.meta))))
             if state.process is not None:
-                self._insert_settings(db, state.name, state.process)
+                self._settings_rows(rows, state.name, state.process)
             if exec_id is not None:
-                _note_running(db, exec_id, summary)
+                rows.append(_running_row(exec_id, summary))
         return lost
 
-    def _insert_settings(self, db, name, process):
+    def _settings_rows(self, rows, name, process):
         """Note the settings ``process`` as state ``name``'s, each distinct set once."""
         key = self._settings_keys.get((id(process.shared), id(process.own)))
         if key is None or key[1] is not process.shared or key[2] is not process.own:
             data = pickle.dumps(process.saved(), protocol=5)
             key = (hashlib.sha1(data).hexdigest(), process.shared, process.own)
-            db.execute("INSERT OR IGNORE INTO settings VALUES (?, ?)", (key[0], data))
+            rows.append(("settings", (key[0], data)))
             if len(self._settings_keys) >= _KEPT_SETTINGS_KEYS:
                 self._settings_keys.clear()
             self._settings_keys[(id(process.shared), id(process.own))] = key
-        db.execute("INSERT OR REPLACE INTO state_settings VALUES (?, ?)", (name, key[0]))
+        rows.append(("state_settings", (name, key[0])))
 
     def _new_groups(self, layer):
         """The groups of the layer's own entries that have no record yet."""
@@ -223,15 +349,16 @@ class Store:
                 groups.setdefault(id(entry.group), (entry.group, []))[1].append(name)
         return dict(groups.values())
 
-    def _insert_group(self, db, data, blobs, weight, values=None):
-        group_id = db.execute("INSERT INTO groups (data) VALUES (?)", (data,)).lastrowid
+    def _group_rows(self, rows, data, blobs, weight, values=None):
+        group_id = self._ids["groups"] = self._ids["groups"] + 1
+        rows.append(("group", (group_id, data)))
         for path in blobs:
             name = os.path.basename(path)
-            db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (name, os.path.getsize(path)))
-            db.execute("INSERT INTO group_blobs VALUES (?, ?)", (group_id, name))
+            rows.append(("blob", (name, os.path.getsize(path))))
+            rows.append(("group_blob", (group_id, name)))
         return GroupRecord(self, group_id, weight, values)
 
-    def _insert_layer(self, db, layer, records, lost):
+    def _layer_rows(self, rows, layer, records, lost):
         base = layer.base.layer_id if layer.base is not None else None
         changes, group_ids = {}, set()
         for name, entry in layer.own_entries().items():
@@ -246,11 +373,10 @@ class Store:
             group_ids.add(group_id)
             changes[name] = (group_id, sorted(entry.group.names), entry.group.weight,
                              entry.group.fresh, entry.shared, entry.lost)
-        data = pickle.dumps(changes, protocol=5)
-        layer.layer_id = db.execute("INSERT INTO layers (base, changes) VALUES (?, ?)",
-                                    (base, data)).lastrowid
-        db.executemany("INSERT INTO layer_groups VALUES (?, ?)",
-                       [(layer.layer_id, group_id) for group_id in group_ids if group_id])
+        layer.layer_id = self._ids["layers"] = self._ids["layers"] + 1
+        rows.append(("layer", (layer.layer_id, base, pickle.dumps(changes, protocol=5))))
+        rows.extend(("layer_group", (layer.layer_id, group_id))
+                    for group_id in group_ids if group_id)
 
     def delete(self, name, layer, absorbed):
         """Forget state ``name``. ``absorbed`` are the layers that took ``layer``'s
@@ -268,6 +394,7 @@ class Store:
 
     def _delete(self, name, layer, absorbed):
         with self._transaction() as db:
+            self._settings_keys.clear()  # settings no state uses are deleted: write them again
             db.execute("DELETE FROM states WHERE name = ?", (name,))
             db.execute("DELETE FROM state_settings WHERE state = ?", (name,))
             db.execute("DELETE FROM settings WHERE hash NOT IN "
@@ -324,6 +451,7 @@ class Store:
     def reset(self, initial):
         """Forget every state; ``initial`` (a fresh one) is the only state left."""
         with self._transaction() as db:
+            self._settings_keys.clear()
             for table in ("states", "layers", "groups", "layer_groups", "group_blobs", "blobs",
                           "running", "settings", "state_settings"):
                 db.execute(f"DELETE FROM {table}")
@@ -334,13 +462,23 @@ class Store:
     # -- running executions ------------------------------------------------------------------
 
     def running(self, exec_id, summary):
-        """Note (or update) an execution that runs now, with its checkpoints so far."""
-        with self._transaction() as db:
-            _note_running(db, exec_id, summary)
+        """Note (or update) an execution that runs now, with its checkpoints so far.
+
+        Notes are best effort: one that cannot be written (the disk is full) is left
+        out, and False returned. The execution runs and replies as usual; a restart
+        would not report it, or would report it cut short although it ended."""
+        return self._note(_running_row(exec_id, summary))
 
     def ended(self, exec_id):
-        with self._transaction() as db:
-            _note_running(db, exec_id, None)
+        return self._note(_running_row(exec_id, None))
+
+    def _note(self, row):
+        try:
+            with self._writing() as rows:
+                rows.append(row)
+        except (OSError, sqlite3.Error):
+            return False
+        return True
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -389,6 +527,8 @@ class Store:
 
     def load_group(self, group_id):
         with self._lock:
+            if self._log is not None:
+                self._apply_log()
             row = self._db.execute("SELECT data FROM groups WHERE id = ?", (group_id,)).fetchone()
         if row is None:
             raise StoreError(f"group {group_id} is missing from {self.directory}")
@@ -404,11 +544,19 @@ class Store:
 
     def sweep(self):
         """Delete files of the blob directory that no state refers to (left by a crash)."""
-        known = {row[0] for row in self._db.execute("SELECT name FROM blobs")}
+        with self._transaction() as db:
+            known = {row[0] for row in db.execute("SELECT name FROM blobs")}
         for name in os.listdir(self.blob_dir):
             if name not in known:
                 self._unlink(name)
 
     def close(self):
+        if self._log is not None:
+            self._closing = True
+            self._log_full.set()
+            self._applier.join()
         with self._lock:
+            if self._log is not None:
+                self._apply_log()
+                self._log.close()
             self._db.close()
