@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -173,3 +174,22 @@ def test_a_record_bigger_than_a_log_file_gets_a_file_of_its_own(tmp_path):
     numbers = log.take()
     assert [list(redo.read(log.path(number))) for number in numbers] == [
         [[("state", ("a", 1))]], [big], [[("state", ("b", 2))]]]
+
+
+def test_the_log_goes_to_the_catalogue_once_no_save_comes_for_a_while(tmp_path):
+    directory = str(tmp_path / "states")
+    kernel = SnapshotKernel(state_dir=directory, private_dir=True)
+    for i in range(5):
+        ok(kernel, f"x{i} = {i}", "initial", new_state_name=f"x{i}")
+
+    def logs():
+        return [name for name in os.listdir(directory) if name.startswith("log-")]
+
+    assert logs()  # well under the records that make the log full
+    deadline = time.monotonic() + 10 * store._IDLE
+    while logs() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert logs() == []
+    kernel._store.close()  # the catalogue alone has them now
+    assert SnapshotKernel(state_dir=directory, private_dir=True).state_names() == [
+        "initial"] + [f"x{i}" for i in range(5)]

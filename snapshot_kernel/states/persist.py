@@ -156,6 +156,8 @@ def dumps(values, buffers, pickler=Pickler):
     ``lost`` maps to why; ``blobs`` is what the pickle refers to outside itself (the
     ``blobs`` of a ``pickler``, a Pickler class)."""
     lost = {}
+    if pickler is Pickler and all(type(value) in _PLAIN for value in values.values()):
+        return pickle.dumps(values, protocol=5), set(), lost  # what Pickler would write
     try:
         return (*_dump(values, buffers, pickler), lost)
     except _CANNOT_PICKLE:  # find which names: they are lost, the others are saved
@@ -169,6 +171,7 @@ def dumps(values, buffers, pickler=Pickler):
                    buffers, pickler), lost)
 
 
+_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})  # no reductions
 _CANNOT_PICKLE = (pickle.PicklingError, TypeError, AttributeError, ValueError, RecursionError,
                   NotImplementedError)
 

@@ -32,15 +32,18 @@ import pickle
 import sqlite3
 import sys
 import threading
+import time
 
 from . import persist, redo
 from .budget import Budget, GroupRecord
 from ..runtime.settings import Process
 from .storage import DELETED, GONE, Entry, Group, Namespace, State
 
-# The redo log goes to the catalogue (on the applier thread) once it holds this much.
-_LOG_RECORDS = 512
-_LOG_BYTES = 8 << 20
+# The redo log goes to the catalogue (on the applier thread) once no save came for IDLE
+# seconds, or once it holds this much: work deferred from busy times to quiet ones.
+_IDLE = 0.5
+_LOG_RECORDS = 8192
+_LOG_BYTES = 32 << 20
 _LOG_FILES_TAKEN = 8  # past this many, a save applies them itself
 _KEPT_SETTINGS_KEYS = 64  # ids of settings lately saved -> their hash, to pickle each once
 _SCHEMA = """
@@ -168,6 +171,7 @@ class Store:
             self._taken = collections.deque(self._log.numbers())  # what a crash left
             self._apply_taken()
             self._log_full = threading.Event()
+            self._last_save = time.monotonic()
             self._closing = False
             self._applier = threading.Thread(target=self._apply_when_full, daemon=True,
                                              name="snapshot-kernel redo log")
@@ -223,6 +227,7 @@ class Store:
             rows = []
             yield rows
             self._log.append(rows)
+            self._last_save = time.monotonic()
             full = self._log.records >= _LOG_RECORDS or self._log.size >= _LOG_BYTES
             if full:
                 self._taken.extend(self._log.take())
@@ -258,17 +263,20 @@ class Store:
     # -- the redo log (private directories) ------------------------------------------------
 
     def _apply_when_full(self):
-        """The applier thread: apply the files a save took from the full log. Saves go
-        on meanwhile: they take neither _lock nor, from here, _log_lock, and SQLite lets
-        go of the GIL."""
+        """The applier thread: apply the files a save took from the full log (saves go
+        on meanwhile: they take neither _lock nor, then, _log_lock, and SQLite lets go
+        of the GIL), or the whole log once no save came for _IDLE seconds."""
         while True:
-            self._log_full.wait()
+            full = self._log_full.wait(_IDLE)
             self._log_full.clear()
             if self._closing:
                 return
             try:
-                with self._lock:
-                    self._apply_taken()
+                if full:
+                    with self._lock:
+                        self._apply_taken()
+                elif self._log.records and time.monotonic() - self._last_save >= _IDLE:
+                    self._apply_log()
             except (OSError, sqlite3.Error) as exc:  # kept: the next apply tries again
                 print(f"snapshot-kernel: the state directory's redo log could not be "
                       f"applied yet ({exc})", file=sys.stderr, flush=True)
@@ -322,7 +330,8 @@ class Store:
             self._seq += 1
             rows.append(("state", (state.name, self._seq, layer.layer_id, state.parent,
                                    state.code, state.created, state.new_bytes,
-                                   state.total_bytes, json.dumps(state.meta))))
+                                   state.total_bytes,
+                                   json.dumps(state.meta) if state.meta else "{}")))
             if state.process is not None:
                 self._settings_rows(rows, state.name, state.process)
             if exec_id is not None:
