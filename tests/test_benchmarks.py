@@ -1,0 +1,33 @@
+"""Every benchmark runs to its end in its small mode: a program that prints figures must not
+crash before printing them (run.py once did, on a summary line with no target). Marked
+slow: CI runs them once, with the newest CPython."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# benchmark -> its arguments for a small run (settings.py is small as it is)
+SMALL = {"run": ["--quick"], "bigdata": ["--quick"], "crashes": ["--quick"],
+         "durable": ["--quick"], "memory": ["--quick"], "portable": ["--quick"],
+         "smallstates": ["--quick"], "settings": []}
+
+
+def test_every_benchmark_is_listed():
+    found = {name[:-3] for name in os.listdir(os.path.join(ROOT, "benchmarks"))
+             if name.endswith(".py")
+             and name not in ("harness.py", "serving.py", "forkserver.py")}  # their parts
+    assert found - set(SMALL) == {"files"}  # 400 MB each way: no small mode
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_the_benchmark_runs_to_its_end(name):
+    done = subprocess.run([sys.executable, os.path.join("benchmarks", f"{name}.py"),
+                           *SMALL[name]], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr[-3000:]
+    assert done.stdout.strip()  # its figures
