@@ -184,7 +184,11 @@ class Store:
     def _connect(self):
         path = os.path.join(self.directory, "catalog.sqlite")
         try:
-            db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            # Private: the redo log's rows reach the catalogue in batches, so a statement
+            # kept prepared saves little and would hold its last parameters (5 MB of a
+            # cell's source) until it ran again.
+            db = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
+                                 cached_statements=0 if self.private else 128)
             if self.private:
                 # No file locks taken and dropped per transaction (the lock is released when
                 # the process dies), and no fsync at checkpoints: a commit is in the page
