@@ -220,7 +220,7 @@ class Store:
     @contextlib.contextmanager
     def _writing(self):
         """Yield a list for the rows of one save; then commit them or, in a private
-        directory, append them to the redo log (one ``write``). Ids are taken inside."""
+        directory, copy them into the redo log as one record. Ids are taken inside."""
         if self._log is None:
             with self._transaction() as db:
                 rows = []
