@@ -385,3 +385,59 @@ def test_a_supervised_server_s_cells_run_process_pools_on_cell_defined_functions
         assert reply["output"][0]["text"] == "[0, 2, 4, 6]\n"
     finally:
         server.stop()
+
+
+# -- memoryviews: a view of the state's own copy of its exporter --------------------------------
+
+VIEWS = ("import array\nimport numpy as np\n"
+         "buf = bytearray(b'hello world!')\nwhole = memoryview(buf)\npart = whole[2:7]\n"
+         "every_other = whole[::-3]\nwords = whole.cast('I')\nfrozen = whole.toreadonly()[3:]\n"
+         "nums = array.array('d', range(10))\nsome = memoryview(nums)[1::3]\n"
+         "grid = np.arange(12.0).reshape(3, 4)\nrows = memoryview(grid)[1:]\n"
+         "const = memoryview(b'abcdef')[1:4]")
+VIEWS_PROBE = ("print(bytes(part), bytes(every_other), words.tolist(), bytes(frozen), "
+               "some.tolist(), rows.tolist(), bytes(const), whole.obj is buf, "
+               "some.obj is nums, rows.obj is grid, frozen.readonly)")
+VIEWS_WRITE = "whole[0] = 74\npart[0] = 76\nnums[4] = -1.0\ngrid[1, 0] = 99.0"
+
+
+def test_a_memoryview_follows_its_exporter_in_each_state(kernel):
+    ok(kernel, VIEWS, new_state_name="made")
+    assert kernel.describe("made")["shared"] == {}
+    assert printed(kernel, VIEWS_PROBE, "made") == replayed([VIEWS, VIEWS_PROBE], HOME)
+    ok(kernel, VIEWS_WRITE, "made", new_state_name="written")
+    expected = replayed([VIEWS, VIEWS_WRITE, VIEWS_PROBE], HOME)
+    assert "b'Llo w'" in expected and "-1.0" in expected  # written through the views
+    assert printed(kernel, VIEWS_PROBE, "written") == expected
+    # the branch wrote into its own copies: the parent's views and objects are as they were
+    assert printed(kernel, VIEWS_PROBE, "made") == replayed([VIEWS, VIEWS_PROBE], HOME)
+    assert printed(kernel, "print(bytes(buf), nums[4], grid[1, 0])", "made") == \
+        "b'hello world!' 4.0 4.0\n"
+
+
+def test_memoryviews_survive_a_restart_as_views_of_their_exporter(tmp_path):
+    from snapshot_kernel.kernel import SnapshotKernel
+    state_dir = str(tmp_path / "states")
+    reply = ok(SnapshotKernel(state_dir=state_dir), VIEWS, new_state_name="made")
+    assert "lost" not in reply
+    restarted = SnapshotKernel(state_dir=state_dir)
+    assert printed(restarted, VIEWS_WRITE + "\n" + VIEWS_PROBE, "made") == replayed(
+        [VIEWS, VIEWS_WRITE, VIEWS_PROBE], HOME)
+
+
+def test_a_memoryview_that_cannot_be_laid_out_again_is_shared_and_says_why(kernel):
+    ok(kernel, "import numpy as np\ngrid = np.arange(12.0).reshape(3, 4)\n"
+               "gaps = memoryview(grid[:, ::2])", new_state_name="made")
+    assert "memoryview" in kernel.describe("made")["shared"]["gaps"]
+
+
+def test_memoryviews_move_in_an_export_archive_as_views_of_their_exporter():
+    import io
+    from snapshot_kernel.kernel import SnapshotKernel
+    source, target = SnapshotKernel(), SnapshotKernel()
+    ok(source, VIEWS, new_state_name="made")
+    writer, lost = source.export_state("made")
+    assert lost == {}
+    target.import_state("moved", io.BytesIO(b"".join(writer.chunks())))
+    assert printed(target, VIEWS_WRITE + "\n" + VIEWS_PROBE, "moved") == replayed(
+        [VIEWS, VIEWS_WRITE, VIEWS_PROBE], HOME)

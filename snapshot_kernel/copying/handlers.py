@@ -13,6 +13,7 @@ import itertools
 import types
 import weakref
 
+from . import views
 from .dispatch import ATOMIC, Pending, Uncopyable, is_dunder, register
 from .stored import StoredNamespace
 
@@ -211,6 +212,19 @@ def copy_mappingproxy(copier, obj):
     return types.MappingProxyType((yield gc.get_referents(obj)[0]))
 
 
+def copy_memoryview(copier, view):
+    """A view of the copied exporter, laid out as ``view`` is over its own (``views``)."""
+    try:
+        exporter = view.obj
+    except ValueError:  # released: it shows nothing any more
+        return view
+    try:
+        place = views.layout(view)
+    except views.Unrebuildable as exc:
+        raise Uncopyable(f"a memoryview that cannot be made again: {exc}") from None
+    return views.rebuild((yield exporter), place)
+
+
 # -- weak references ----------------------------------------------------------------------
 
 class _Gone:
@@ -341,5 +355,5 @@ for _cls, _handler in [
         (weakref.WeakMethod, copy_weak_method), (types.MappingProxyType, copy_mappingproxy),
         (weakref.WeakValueDictionary, copy_weak_value_dict),
         (weakref.WeakKeyDictionary, copy_weak_key_dict), (weakref.WeakSet, copy_weak_set),
-        (functools._lru_cache_wrapper, copy_lru_cache)]:
+        (functools._lru_cache_wrapper, copy_lru_cache), (memoryview, copy_memoryview)]:
     register(_cls, _handler)

@@ -9,6 +9,7 @@ restored state behaves as before the restart:
 * classes defined by cells (metaclass ``type`` or ``ABCMeta``) are saved by
   value; instances refer to them. Other metaclasses (``Enum``) cannot be;
 * modules are saved by name and imported again;
+* memoryviews, as views of their exporter (``copying.views``);
 * weak references, weak dicts and sets, ``lru_cache`` functions, static and
   class methods, properties and mapping proxies, which pickle refuses;
 * numpy arrays on copy-on-write mappings are saved as references to blob
@@ -33,6 +34,7 @@ import types
 import weakref
 
 from . import cow
+from ..copying import views
 from ..copying.stored import STORED_GLOBALS, StoredNamespace
 from ..libraries import _thread as thread_locals
 
@@ -344,6 +346,17 @@ def _reduce_mappingproxy(pickler, obj):
     return types.MappingProxyType, (gc.get_referents(obj)[0],)  # the dict it shows
 
 
+def _reduce_memoryview(pickler, view):
+    try:
+        return _make_memoryview, (view.obj, *views.layout(view))
+    except (ValueError, views.Unrebuildable) as exc:  # released, or laid out past rebuilding
+        raise pickle.PicklingError(f"memoryview: {exc}") from None
+
+
+def _make_memoryview(exporter, *layout):
+    return views.rebuild(exporter, views.Layout(*layout))
+
+
 def _reduce_namespace(pickler, obj):
     return _stored_globals, ()
 
@@ -360,4 +373,5 @@ _REDUCERS = {
     functools._lru_cache_wrapper: _reduce_lru_cache, staticmethod: _reduce_wrapper,
     classmethod: _reduce_wrapper, property: _reduce_property,
     types.MappingProxyType: _reduce_mappingproxy, StoredNamespace: _reduce_namespace,
+    memoryview: _reduce_memoryview,
 }
