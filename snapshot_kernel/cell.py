@@ -21,6 +21,7 @@ import traceback
 import weakref
 
 from .notebook import magics
+from .runtime import monkeypatches
 
 CELL_FILENAME_PREFIX = "<cell-"
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -121,44 +122,46 @@ _compiled_lock = threading.Lock()  # for changes: an eviction iterates the dict
 
 
 def compile_cell(code, filename):
-    """Compile ``code`` to ``(body, last_expression, notebook)``: the last expression
+    """Compile ``code`` to ``(body, last_expression, notebook, targets)``: the last expression
     is None unless the cell ends in one whose value should be shown, and
     ``notebook`` says the cell used notebook syntax (``magics``), whose calls
-    need ``get_ipython`` in its namespace. The source stays in linecache, as
-    written, for as long as code compiled from it lives."""
+    need ``get_ipython`` in its namespace, and ``targets`` are the places it may
+    patch (``monkeypatches.targets``). The source stays in linecache, as written, for
+    as long as code compiled from it lives."""
     kept = _compiled.get(code)
     if kept is not None:
-        body, last, notebook = kept
+        body, last, notebook, found = kept
         body, last = (None if each is None else each.replace(co_filename=filename)
                       for each in (body, last))
     else:
         python = magics.transform(code)
         with _parsing:
-            body, last = _compile(python, filename)
+            body, last, found = _compile(python, filename)
         notebook = python is not code
         if len(code) <= KEPT_SOURCE_CHARS and not _nested((body, last)):
             kept = tuple(None if each is None else each.replace(co_filename="<cell>")
-                         for each in (body, last)) + (notebook,)
+                         for each in (body, last)) + (notebook, found)
             with _compiled_lock:
                 if len(_compiled) >= KEPT_COMPILED:
                     del _compiled[next(iter(_compiled))]
                 _compiled[code] = kept
     Source.keep(filename, code, (body, last))
-    return body, last, notebook
+    return body, last, notebook, found
 
 
 def _compile(code, filename):
     if "\n" not in code.strip():
         try:  # one line that is one expression: the common `df.head()` needs no AST
-            return None, compile(code, filename, "eval", _AWAIT)
+            return None, compile(code, filename, "eval", _AWAIT), monkeypatches.source_targets(code)
         except SyntaxError:  # a statement, or a trailing `;`: the general path says which
             pass
     tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST | _AWAIT)
+    found = monkeypatches.targets(tree)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr) and not _ends_with_semicolon(code):
         last = ast.Expression(tree.body.pop().value)
     body = compile(tree, filename, "exec", _AWAIT) if tree.body else None
-    return body, (compile(last, filename, "eval", _AWAIT) if last is not None else None)
+    return body, (compile(last, filename, "eval", _AWAIT) if last is not None else None), found
 
 
 _AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT  # as IPython's autoawait: `await` at the top level

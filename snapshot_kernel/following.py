@@ -13,13 +13,13 @@ class Following:
     def _process(self, state):
         """What ``state`` carries besides its namespace; for ``initial``, the server's
         settings as the first cell found them (a host such as pytest changes its
-        environment between making a kernel and running a cell)."""
-        if state.process is not None:
-            return state.process
-        with self._initial_lock:  # not the kernel lock: reading them runs library code
-            if self._initial_process is None:
-                self._initial_process = settings.initial()
-            return self._initial_process
+        environment between making a kernel and running a cell), whatever state
+        that cell ran on (a restarted server's first cell may write a saved state's)."""
+        if self._initial_process is None:
+            with self._initial_lock:  # not the kernel lock: reading them runs library code
+                if self._initial_process is None:
+                    self._initial_process = settings.initial()
+        return self._initial_process if state.process is None else state.process
 
     def _leave_gate(self, run, before, alongside):
         """What the cell's thread and process ended with; the gate learns it too."""

@@ -24,7 +24,7 @@ import sys
 import threading
 import traceback
 
-from .runtime import capture, display, interrupt, mainmodule, plots, settings
+from .runtime import capture, display, interrupt, mainmodule, monkeypatches, plots, settings
 from . import cell, checkpoints, heap
 from .states import cow
 from .notebook import magics
@@ -373,19 +373,21 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         return outcome
 
     def _copy_run_copy(self, run):
-        body, last, notebook = cell.compile_cell(run.code, run.filename)
+        body, last, notebook, found = cell.compile_cell(run.code, run.filename)
         working = Working(run.source, self.copy_mode, self.buffers,
                           provided=magics.CELL_BUILTINS if notebook else None)
         working.open(body, last)
         run.working = working  # for checkpoints
-        run.context.run(self._in_context, run, body, last)
+        run.context.run(self._in_context, run, body, last, found)
         plots.flush(run.capture)  # before the commit: the figures it shows are closed
         return Outcome(stored=working.commit())
 
-    def _in_context(self, run, body, last):
-        """The cell itself, in its state's context, with ``__main__`` its namespace."""
+    def _in_context(self, run, body, last, found):
+        """The cell itself, in its state's context, with ``__main__`` its namespace;
+        the modules it may patch (``found``) are watched from now on."""
         self._process(run.source).enter_thread()
         namespace = run.working.namespace
+        unknown = monkeypatches.watch(found, run.working.peek) if found else ()
         leave_main = mainmodule.running(namespace)
         try:
             value = cell.run_code(body, last, namespace)
@@ -396,6 +398,8 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
                 namespace["_"] = value  # as IPython: the last result
         finally:
             leave_main()
+            if unknown:
+                monkeypatches.done(unknown, namespace.get)
 
     def _arm(self, run):
         with self._lock:

@@ -37,7 +37,7 @@ def namespace():
 
 def run_cell(code, namespace, ipython=False):
     """Run ``code`` as the kernel will: translated, compiled, its last value returned."""
-    body, last = cell._compile(magics.transform(code, ipython=ipython), CELL)
+    body, last, _ = cell._compile(magics.transform(code, ipython=ipython), CELL)
     cell.Source.keep(CELL, code, (body, last))
     return cell.run_code(body, last, namespace)
 

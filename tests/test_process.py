@@ -46,6 +46,16 @@ SETTINGS = [
      "import pandas as pd\nprint(pd.get_option('display.max_rows'))"),
     ("import matplotlib\nmatplotlib.rcParams['lines.linewidth'] = 9.0",
      "import matplotlib\nprint(matplotlib.rcParams['lines.linewidth'])"),
+    ("import json\njson.dumps = lambda obj, **options: 'patched'",
+     "import json\nprint(json.dumps(1))"),
+    ("import fractions\nfractions.Fraction.sk_probe = 'branch'",
+     "import fractions\nprint(getattr(fractions.Fraction, 'sk_probe', None))"),
+    ("import fractions\nsetattr(fractions, 'SK_PROBE', 'branch')",
+     "import fractions\nprint(getattr(fractions, 'SK_PROBE', None))"),
+    ("from json import decoder\ndel decoder.scanstring",
+     "import json.decoder\nprint(hasattr(json.decoder, 'scanstring'))"),
+    ("import sys, types\nsys.modules['sk_probe'] = types.ModuleType('sk_probe')",
+     "try:\n    import sk_probe\n    print('imported')\nexcept ImportError:\n    print('missing')"),
 ]
 IDS = [change.split("\n")[-1][:40] for change, _ in SETTINGS]
 
@@ -175,6 +185,78 @@ def test_settings_survive_a_restart(tmp_path, tmp):
                                "decimal.getcontext().prec = 3", probe], HOME)
 
 
+PATCHER = "import fractions\ndef patch(value):\n    fractions.SK_PROBE = value"
+PATCH_PROBE = "print(getattr(fractions, 'SK_PROBE', None))"
+
+
+def test_a_patch_made_by_a_function_of_an_earlier_cell_follows_the_state_that_called_it(kernel):
+    ok(kernel, PATCHER, new_state_name="defined")
+    ok(kernel, "patch('a')", "defined", new_state_name="a")
+    ok(kernel, "patch('b')", "defined", new_state_name="b")
+    assert printed(kernel, PATCH_PROBE, "a") == replayed([PATCHER, "patch('a')", PATCH_PROBE],
+                                                         HOME) == "a\n"
+    assert printed(kernel, PATCH_PROBE, "b") == "b\n"
+    assert printed(kernel, PATCH_PROBE, "defined") == "None\n"
+
+
+def test_a_module_patched_by_the_cell_that_first_imports_it_is_the_states_only(tmp, kernel):
+    name = f"sk_first_{os.getpid()}_{abs(hash(tmp)) % 10 ** 8}"  # never imported before
+    with open(os.path.join(tmp, name + ".py"), "w") as module:
+        module.write("X = 'original'\n")
+    load = f"import sys\nsys.path.insert(0, {tmp!r})\nimport {name}\n"
+    probe = f"{load}print({name}.X, {name}.__loader__.get_filename())"
+    ok(kernel, "pass", new_state_name="base")
+    ok(kernel, f"{load}{name}.X = 'patched'", "base", new_state_name="patched")
+    assert printed(kernel, probe, "patched") == f"patched {tmp}/{name}.py\n"
+    assert printed(kernel, probe, "base") == replayed([probe], HOME) == \
+        f"original {tmp}/{name}.py\n"
+    assert not any(type(finder).__module__.startswith("snapshot_kernel.runtime.monkeypatches")
+                   for finder in sys.meta_path), "the finder is gone once the cell is done"
+
+
+SORTED_DUMPS = ("import json, functools, fractions\n"
+                "json.dumps = functools.partial(json.dumps, sort_keys=True)\n"
+                "fractions.SK_PROBE = 'kept'\n"
+                "def shout(text):\n    return text.upper()\n"
+                "fractions.SK_SHOUT = shout")
+DUMPS_PROBE = ("import json, fractions\nprint(json.dumps({'b': 1, 'a': 2}), "
+               "getattr(fractions, 'SK_PROBE', None), hasattr(fractions, 'SK_SHOUT'))")
+RESTARTED = ("import sys\nfrom snapshot_kernel.kernel import SnapshotKernel\n"
+             "kernel = SnapshotKernel(state_dir=sys.argv[1])\n"
+             "for name in ('patched', 'initial'):\n"
+             "    reply = kernel.execute(sys.argv[2], name)\n"
+             "    print(reply['error'] or reply['output'][0]['text'], end='')\n")
+
+
+def test_patches_survive_a_restart_but_for_functions_defined_in_cells(tmp_path):
+    """A restarted server is a fresh process: what a state patched comes back from its
+    saved values, and the other states see the modules as imported."""
+    from snapshot_kernel.kernel import SnapshotKernel
+    state_dir = str(tmp_path / "states")
+    kernel = SnapshotKernel(state_dir=state_dir)
+    ok(kernel, SORTED_DUMPS, new_state_name="patched")
+    assert printed(kernel, DUMPS_PROBE, "patched") == '{"a": 2, "b": 1} kept True\n'
+    printed(kernel, "pass", "initial")  # this process's modules as they were
+    done = subprocess.run([sys.executable, "-c", RESTARTED, state_dir, DUMPS_PROBE],
+                          capture_output=True, text=True, timeout=120, cwd=HOME)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == '{"a": 2, "b": 1} kept False\n{"b": 1, "a": 2} None False\n', \
+        "a function defined in a cell is not saved with the settings"
+
+
+def test_patches_move_in_an_export_archive():
+    import io
+    from snapshot_kernel.kernel import SnapshotKernel
+    source, target = SnapshotKernel(), SnapshotKernel()
+    printed(target, "pass", "initial")  # its first cell: it reads its server's settings
+    ok(source, SORTED_DUMPS, new_state_name="patched")
+    writer, _ = source.export_state("patched")
+    target.import_state("moved", io.BytesIO(b"".join(writer.chunks())))
+    assert printed(target, DUMPS_PROBE, "moved") == '{"a": 2, "b": 1} kept False\n', \
+        "a function defined in a cell is not in the archive's settings"
+    assert printed(target, DUMPS_PROBE, "initial") == '{"b": 1, "a": 2} None False\n'
+
+
 # -- differential: random trees of cells that change settings -----------------------------
 
 CHANGES = [
@@ -191,11 +273,15 @@ CHANGES = [
     "warnings.simplefilter(['error', 'ignore', 'always'][{i} % 3], UserWarning)",
     "logging.getLogger('sk').setLevel(10 * ({i} % 5))",
     "sys.setrecursionlimit(2000 + {i})",
+    "fractions.SK_PROBE = {i}",
+    "sys.modules['sk_probe'] = types.SimpleNamespace(n={i})",
+    "sys.modules.pop('sk_probe', None)",
 ]
 PROBE = ("print(os.getcwd(), os.environ.get('SK_PROBE'), [p for p in sys.path if p.startswith("
          "'/sk-')], random.random(), np.random.rand(), decimal.Decimal(1) / 7, "
          "np.array([1 / 3]), [f[0] for f in warnings.filters if f[2] is UserWarning][:1], logging.getLogger('sk').level, "
-         "sys.getrecursionlimit())")
+         "sys.getrecursionlimit(), getattr(fractions, 'SK_PROBE', None), "
+         "getattr(sys.modules.get('sk_probe'), 'n', None))")
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -204,7 +290,8 @@ def test_every_state_equals_a_fresh_process_replaying_its_lineage(tmp, kernel, s
     dirs = [os.path.join(tmp, f"d{i}") for i in range(3)]
     for each in dirs:
         os.makedirs(each)
-    setup = (f"import os, sys, random, decimal, warnings, logging\nimport numpy as np\n"
+    setup = (f"import os, sys, random, decimal, warnings, logging, fractions, types\n"
+             f"import numpy as np\n"
              f"DIRS = {dirs!r}\nrandom.seed(1234)\nnp.random.seed(1234)")
     paths = {"root": [setup]}
     ok(kernel, setup, new_state_name="root")

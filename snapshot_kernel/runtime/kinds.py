@@ -22,6 +22,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from . import monkeypatches
+
 PROCESS, THREAD = "process", "thread"  # process-wide, or the cell thread's own
 
 
@@ -211,6 +213,8 @@ kind("umask", _read_umask, os.umask)
 kind("warnings", lambda: list(warnings.filters), _write_filters)
 kind("logging", _read_logging, _write_logging, same=_same_logging_noted)
 kind("decimal", _read_decimal, _write_decimal, scope=THREAD, carried=lambda: True)
+kind("module attributes", monkeypatches.read, monkeypatches.write, same=monkeypatches.same,
+     fresh=lambda: monkeypatches.NONE)
 
 
 # -- numpy -------------------------------------------------------------------------------

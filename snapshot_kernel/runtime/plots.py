@@ -24,7 +24,7 @@ import threading
 import weakref
 
 from . import capture as _capture
-from . import display
+from . import display, imports
 
 _registries = weakref.WeakKeyDictionary()  # Capture -> OrderedDict of figure managers
 _install_lock = threading.Lock()
@@ -138,31 +138,8 @@ class _AfterImport(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name not in _HOOKS or name in _patched:
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _HookedLoader(spec.loader, name)
-                return spec
-        return None
-
-
-class _HookedLoader(importlib.abc.Loader):
-    """The module's own loader, with the hook run after it executes the module."""
-
-    def __init__(self, loader, name):
-        self._loader, self._name = loader, name
-
-    def __getattr__(self, name):  # get_code, get_source, get_resource_reader, ...
-        return getattr(self._loader, name)
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        _run_hook(self._name, module)
+        return imports.spec_then(self, lambda module: _run_hook(name, module), name, path,
+                                 target)
 
 
 def _run_hook(name, module):

@@ -35,6 +35,7 @@ from ..copying.copier import copy_names
 from ..copying.dispatch import ATOMIC
 from ..copying.stored import STORED_GLOBALS, reading
 from ..copying.covariables import sizeof
+from ..runtime.monkeypatches import ABSENT
 
 TOUCHED, WHOLE = "touched", "whole"  # copy modes: see Working.open
 MAX_DEPTH = 16  # a Namespace over more layers than this is flattened
@@ -241,6 +242,16 @@ class Working:
             self.materialize(set().union(*(names for names, _ in needs)))
         for name, value in self.provided.items():
             self.namespace.setdefault(name, value)
+
+    def peek(self, name):
+        """The value ``name`` has in the namespace, else the stored object (not a copy:
+        only for telling what it is); ``monkeypatches.ABSENT`` if neither has one."""
+        value = self.namespace.get(name, ABSENT)
+        if value is ABSENT:
+            entry = self.source.get(name)
+            if entry is not None and entry.value is not GONE:
+                value = entry.value
+        return value
 
     def materialize(self, names):
         """Copy in the groups of ``names`` not copied yet, then what their functions need."""

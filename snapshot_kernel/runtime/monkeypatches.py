@@ -1,0 +1,402 @@
+"""Module attributes a cell sets (monkeypatches) and modules it puts in ``sys.modules``.
+
+Both are process-wide, so they are a kind of setting (``kinds``): a state keeps
+the patches its cells made, its children start with them, and a sibling's
+cell runs with the originals put back. Watching every attribute of every
+module after each cell would cost far more than a cell; the places a cell can
+patch are found in its code instead (``targets``: ``json.dumps = f``,
+``pd.DataFrame.total = f``, ``setattr(mod, "name", v)``, ``del mod.name``,
+``sys.modules["name"] = m``, in the cell or in functions it defines), and each
+becomes a watched place once its object is known to be a module, or a class of
+a module, the moment before the cell runs. Its value then is the original
+every state without a patch there gets back.
+"""
+
+import ast
+import contextlib
+import importlib
+import io
+import pickle
+import sys
+import threading
+import types
+
+from . import imports
+
+
+class _Absent:
+    """The value of a place that has none (a deleted attribute, a module not in
+    ``sys.modules``); pickled by name, so it stays itself after a restart."""
+
+    def __repr__(self):
+        return "ABSENT"
+
+    def __reduce__(self):
+        return "ABSENT"
+
+
+ABSENT = _Absent()
+MODULES = "sys.modules"  # the owner of a place in sys.modules; else a module's name,
+# or "module:Qual.Name" for a class
+
+# Attributes the kernel itself keeps in place (its streams) or another kind follows.
+_NOT_FOLLOWED = {"sys": frozenset({"stdout", "stderr", "stdin", "displayhook", "excepthook",
+                                   "path", "modules", "__stdout__", "__stderr__"})}
+
+_watched = {}  # place (owner, name) -> its value before any cell changed it
+_lock = threading.Lock()
+
+
+# -- where a cell's code may patch -----------------------------------------------------------
+
+def targets(tree):
+    """``((chain, name), ...)`` for each place ``tree`` (a cell's AST) assigns or deletes:
+    ``chain`` is the dotted names of the object (``("pd", "DataFrame")``), ``name`` the
+    attribute, or the key of ``sys.modules`` (chain ``("sys", "modules", "[]")``). A
+    chain whose first name the cell imports starts with that import instead:
+    ``("import json", "JSONEncoder")``, ``("from os import path", "sep")``."""
+    found, imported = set(), {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    imported[alias.asname] = f"import {alias.name}"
+                else:
+                    head = alias.name.partition(".")[0]
+                    imported[head] = f"import {head}"
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            for alias in node.names:
+                imported[alias.asname or alias.name] = f"from {node.module} import {alias.name}"
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            chain = _chain(node.value)
+            if chain:
+                found.add((chain, node.attr))
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            key = node.slice
+            if _chain(node.value) == ("sys", "modules") and isinstance(key, ast.Constant) \
+                    and isinstance(key.value, str):
+                found.add((("sys", "modules", "[]"), key.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("setattr", "delattr") and len(node.args) >= 2:
+            chain, name = _chain(node.args[0]), node.args[1]
+            if chain and isinstance(name, ast.Constant) and isinstance(name.value, str):
+                found.add((chain, name.value))
+    return tuple(sorted(((imported[chain[0]],) + chain[1:] if chain[0] in imported else chain,
+                         name) for chain, name in found))
+
+
+def _chain(node):
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    names.append(node.id)
+    return tuple(reversed(names))
+
+
+def source_targets(code):
+    """``targets`` of source that compiled without an AST (one expression): only a
+    ``setattr``/``delattr`` call can patch there."""
+    if "setattr" not in code and "delattr" not in code:
+        return ()
+    try:
+        return targets(ast.parse(code, mode="eval"))
+    except (SyntaxError, ValueError):
+        return ()
+
+
+def watch(found, lookup):
+    """Before a cell runs: watch the places among ``found`` whose objects are modules or
+    modules' classes, noting their values now as the originals. ``lookup(name)`` is
+    the value a name of the cell's state has (ABSENT if none). Returns the targets
+    whose objects are not known yet (a module the cell imports for the first time in
+    this process), for ``watch`` again after the cell: their values then are taken as
+    the originals, so a function defined for later cells patches them exactly, but what
+    the cell itself did to them stays (see docs/promises.md)."""
+    unknown = []
+    for chain, name in found:
+        if chain[-1] == "[]":
+            _note((MODULES, name))
+            continue
+        try:
+            owner = _resolve(chain, lookup)
+            if owner is not ABSENT:
+                _note(_place(owner, name))
+                continue
+        except Exception:  # noqa: BLE001 - a metaclass's __module__ raised: not a place
+            continue
+        unknown.append((chain, name))
+        _FIRST_IMPORTS.expect(chain, name)
+    return unknown
+
+
+def _note(place):
+    if place is not None and place not in _watched:
+        with _lock:
+            if place not in _watched:
+                _watched[place] = _current(place)
+
+
+def done(unknown, lookup):
+    """After a cell: watch the targets ``watch`` could not resolve before it."""
+    _FIRST_IMPORTS.forget(unknown)
+    watch(unknown, lookup)
+    _FIRST_IMPORTS.forget(unknown)
+
+
+class _FirstImports:
+    """A finder first on ``sys.meta_path`` while a cell may patch a module it imports for
+    the first time in this process: the module's loader is wrapped for that one import,
+    so the places the cell may patch are noted as the import left them, before the
+    cell's next statement runs."""
+
+    def __init__(self):
+        self._expected = {}  # module name -> {(chain, name): count of cells expecting it}
+
+    def expect(self, chain, name):
+        head = chain[0]
+        if head.startswith("import "):
+            module = head[7:]
+        elif head.startswith("from "):
+            module = head[5:].partition(" import ")[0]
+        else:
+            return
+        with _lock:
+            targets = self._expected.setdefault(module, {})
+            targets[(chain, name)] = targets.get((chain, name), 0) + 1
+            if self not in sys.meta_path:
+                sys.meta_path.insert(0, self)
+
+    def forget(self, unknown):
+        with _lock:
+            for chain, name in unknown:
+                for module, targets in list(self._expected.items()):
+                    count = targets.pop((chain, name), 0) - 1
+                    if count > 0:
+                        targets[(chain, name)] = count
+                    if not targets:
+                        del self._expected[module]
+            if not self._expected and self in sys.meta_path:
+                sys.meta_path.remove(self)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self._expected:
+            return None
+        return imports.spec_then(self, self.imported, fullname, path, target)
+
+    def imported(self, module):
+        """Note the places the waiting cells may patch in ``module``, as its import left
+        them. Never raises: the cell's import goes on whatever happens here."""
+        with contextlib.suppress(Exception):  # a module's own __getattr__, say
+            for chain, attr in list(self._expected.get(module.__name__, {})):
+                head = chain[0]
+                owner = module if head.startswith("import ") else _attribute(
+                    module, head[5:].partition(" import ")[2])
+                for part in chain[1:]:
+                    owner = _attribute(owner, part) if owner is not ABSENT else ABSENT
+                if owner is not ABSENT:
+                    _note(_place(owner, attr))
+
+
+_FIRST_IMPORTS = _FirstImports()
+
+
+def _resolve(chain, lookup):
+    head = chain[0]
+    if head.startswith("import "):  # the module as the cell's import will find it
+        value = sys.modules.get(head[7:], ABSENT)
+    elif head.startswith("from "):
+        module, _, name = head[5:].partition(" import ")
+        value = sys.modules.get(f"{module}.{name}", ABSENT)
+        if value is ABSENT and module in sys.modules:
+            value = _attribute(sys.modules[module], name)
+    else:
+        value = lookup(head)
+        value = ABSENT if value is None else value  # (dict.get)
+    for name in chain[1:]:
+        if value is ABSENT:
+            break
+        try:
+            value = _attribute(value, name)
+        except Exception:  # noqa: BLE001 - a property of the user's raised: not a place
+            return ABSENT
+    return value
+
+
+def _attribute(value, name):
+    """``value.name`` without running a descriptor where the object is a module or class."""
+    if isinstance(value, types.ModuleType):
+        return value.__dict__.get(name, ABSENT)
+    return getattr(value, name, ABSENT)
+
+
+def _place(owner, name):
+    """The place ``owner.name`` if ``owner`` is shared by every state (a module, or a
+    class a module defines), else None."""
+    if isinstance(owner, types.ModuleType):
+        module = owner.__name__
+        if not isinstance(module, str) or sys.modules.get(module) is not owner \
+                or module == "__main__" or module.split(".")[0] == "snapshot_kernel" \
+                or name in _NOT_FOLLOWED.get(module, ()):
+            return None
+        return (module, name)
+    if isinstance(owner, type):
+        module, qualname = getattr(owner, "__module__", None), getattr(owner, "__qualname__", None)
+        if not isinstance(module, str) or not isinstance(qualname, str) or \
+                module == "__main__" or "<locals>" in qualname:
+            return None
+        found = sys.modules.get(module, ABSENT)
+        for part in qualname.split("."):
+            found = _attribute(found, part) if found is not ABSENT else ABSENT
+        if found is not owner:  # a class of a cell, or one its module does not name
+            return None
+        return (f"{module}:{qualname}", name)
+    return None
+
+
+def _owner(place, importing=False):
+    """The object a place belongs to; ABSENT if its module is not imported."""
+    owner, _, qualname = place[0].partition(":")
+    if owner == MODULES:
+        return sys.modules
+    module = sys.modules.get(owner, ABSENT)
+    if module is ABSENT and importing:
+        try:
+            module = importlib.import_module(owner)
+        except Exception:  # noqa: BLE001 - gone since the state was saved
+            return ABSENT
+    for part in qualname.split(".") if qualname else ():
+        module = _attribute(module, part) if module is not ABSENT else ABSENT
+    return module
+
+
+def _current(place, owner=None):
+    owner = _owner(place) if owner is None else owner
+    if owner is ABSENT:
+        return ABSENT
+    if owner is sys.modules:
+        return sys.modules.get(place[1], ABSENT)
+    if isinstance(owner, type):
+        return owner.__dict__.get(place[1], ABSENT)
+    return vars(owner).get(place[1], ABSENT)
+
+
+# -- the kind ------------------------------------------------------------------------------
+
+class Patches:
+    """Immutable: the watched places whose values differ from their originals, and those
+    values (kept as set, not copied). Equal when they hold the same objects."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values):
+        self.values = values
+
+    def __eq__(self, other):
+        if not isinstance(other, Patches):
+            return NotImplemented
+        mine, theirs = self.values, other.values
+        return mine.keys() == theirs.keys() and all(
+            value is theirs[place] for place, value in mine.items())
+
+    def __ne__(self, other):
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"Patches({sorted(self.values)})"
+
+    def __reduce__(self):
+        """Each value alone, by plain pickle; one that cannot be pickled so that another
+        process finds it (a function defined in a cell) is left out."""
+        kept = []
+        for place, value in self.values.items():
+            data = _pickled(value)
+            if data is not None:
+                kept.append((place, data))
+        return (_unpickled, (tuple(kept),))
+
+
+class _ByName(pickle.Pickler):
+    """Refuses what only this process's cells can name."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, type)):
+            module = getattr(obj, "__module__", None)
+            if module == "__main__":
+                raise pickle.PicklingError("defined in a cell")
+            for place, original in list(_watched.items()):
+                if original is obj:  # patched over (functools.partial(json.dumps)):
+                    return _original, (place,)  # pickle would find the patch by its name
+        return NotImplemented
+
+
+def _original(place):
+    """The value a place has before any cell of this process patches it."""
+    return _watched[place] if place in _watched else _current(place, _owner(place, True))
+
+
+def _pickled(value):
+    buffer = io.BytesIO()
+    try:
+        _ByName(buffer, protocol=5).dump(value)
+    except Exception:  # noqa: BLE001 - whatever a value's reduction raises: not saved
+        return None
+    return buffer.getvalue()
+
+
+def _unpickled(kept):
+    values = {}
+    for place, data in kept:
+        try:
+            values[place] = pickle.loads(data)
+        except Exception:  # noqa: BLE001 - its library changed since the save
+            continue
+    return Patches(values)
+
+
+NONE = Patches({})
+
+
+def read():
+    if not _watched:
+        return NONE
+    values = {}
+    for place, original in list(_watched.items()):
+        value = _current(place)
+        if value is not original:
+            values[place] = value
+    return Patches(values) if values else NONE
+
+
+def same(value):
+    if not _watched:
+        return not value.values
+    return read() == value
+
+
+def write(target):
+    for place in target.values:
+        if place not in _watched:  # a state saved by an earlier server: its original is
+            owner = _owner(place, importing=True)  # what this process has
+            with _lock:
+                _watched.setdefault(place, _current(place, owner))
+    for place, original in list(_watched.items()):
+        wanted = target.values.get(place, original)
+        owner = _owner(place, importing=wanted is not original)
+        if owner is ABSENT or _current(place, owner) is wanted:
+            continue
+        if owner is sys.modules:
+            if wanted is ABSENT:
+                sys.modules.pop(place[1], None)
+            else:
+                sys.modules[place[1]] = wanted
+        elif wanted is ABSENT:
+            if place[1] in vars(owner):
+                delattr(owner, place[1])
+        else:
+            setattr(owner, place[1], wanted)
