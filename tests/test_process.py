@@ -180,7 +180,11 @@ def test_settings_survive_a_restart(tmp_path, tmp):
               "decimal.getcontext().prec = 3", new_state_name="set")
     probe = "print(os.getcwd(), random.random(), decimal.Decimal(1) / 7)"
     before = printed(first, probe, "set")
-    assert printed(SnapshotKernel(state_dir=state_dir), probe, "set") == before
+    printed(first, "pass", "initial")  # the process's own settings again
+    restarted = SnapshotKernel(state_dir=state_dir)
+    assert printed(restarted, probe, "set") == before
+    assert printed(restarted, "import os\nprint(os.getcwd())", "initial") == f"{HOME}\n", \
+        "initial keeps the server's settings, whatever state the first cell ran on"
     assert before == replayed([f"import os, random, decimal\nos.chdir({tmp!r})\nrandom.seed(3)\n"
                                "decimal.getcontext().prec = 3", probe], HOME)
 
