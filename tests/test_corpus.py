@@ -149,7 +149,6 @@ def run_notebook(kernel, cells):
 # "Limitations" or "What a state promises" gives, but two: one not explained, and one
 # example whose output is undefined (it reads past an array); some in one copy mode only.
 # They run, and are counted in the summary by reason, with those that showed the same.
-SUBCLASS_VIEW = "numpy subclasses (np.matrix, masked, record arrays) are copied without their views"
 COPY_ON_WRITE = "an array kept copy-on-write has a mapping as its base and cannot resize"
 SHARED = "a value that cannot be copied (a generator, an nditer) is shared by the branches"
 CALLBACKS = "matplotlib objects copy the way pickle rebuilds them, without connected callbacks"
@@ -166,9 +165,6 @@ ONLY_IN = {COPY_ON_WRITE: TOUCHED, UNEXPLAINED: WHOLE}  # the others, in both mo
 RESIZE = ("a", "b", "c", "a.resize((2, 1))", "a.resize((1, 1))", "a.resize((1, 1), refcheck=False)",
           "b.resize(2, 3) # new_shape parameter doesn't have to be a tuple")
 KNOWN = {
-    ("numpy.asmatrix", "m"): SUBCLASS_VIEW,
-    ("numpy.ma.masked_where", "a"): SUBCLASS_VIEW,
-    ("numpy.matrix.view", "z[0]"): SUBCLASS_VIEW,
     ("numpy.matrix.base", "x.base is None"): COPY_ON_WRITE,
     ("numpy.matrix.setflags", "y.flags"): COPY_ON_WRITE,
     ("numpy.require", "y.flags"): COPY_ON_WRITE,

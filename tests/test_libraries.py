@@ -96,6 +96,27 @@ NUMPY = {
 }
 
 
+NUMPY.update({
+    "masked array views": [
+        "import numpy as np\na = np.arange(6.0)\nc = np.ma.masked_where(a <= 2, a, copy=False)\n"
+        "v = c[1:4]\nd = c.data",
+        "c[3] = 99\nv[2] = 55\nv[0] = np.ma.masked\nd[5] = -5",
+        "print(a, c, v, v.mask, c.mask, d, type(v).__name__, v.base is c, d.base is c, "
+        "np.shares_memory(c, a), np.shares_memory(v.mask, c.mask))"],
+    "matrix views": [
+        "import numpy as np\nx = np.array([[1, 2], [3, 4]])\nm = np.asmatrix(x)\n"
+        "z = np.matrix([[1, 2], [3, 4]])\nr = z[0]\nt = z.T",
+        "x[0, 0] = 5\nz[0, 1] = 7\nt[1, 1] = 9",
+        "print(m, r, t, z, type(r).__name__, r.base is z, t.base is z, m.base is x)"],
+    "record array views": [
+        "import numpy as np\nrec = np.rec.fromrecords([(1, 2.0), (3, 4.0)], names='a,b')\n"
+        "first = rec[:1]\ncolumn = rec.a",
+        "first.a[0] = 10\ncolumn[1] = 30",
+        "print(rec, first, column, type(first).__name__, np.shares_memory(first, rec), "
+        "first.base is rec)"],
+})
+
+
 @pytest.mark.parametrize("cells", NUMPY.values(), ids=NUMPY.keys())
 def test_numpy_cells_print_what_plain_python_prints(kernel, cells):
     assert through_kernel(kernel, cells)[0] == plain_python(cells)
@@ -106,6 +127,15 @@ def test_a_branch_writing_a_view_changes_neither_its_parent_nor_a_sibling(kernel
     ok(kernel, "v[:] = 7", parent)
     ok(kernel, "a[1] = -1", parent)
     assert printed(kernel, "print(a, v)", parent) == "[0. 0. 0. 0.] [0. 0.]\n"
+
+
+def test_a_branch_writing_a_masked_view_changes_neither_its_parent_nor_a_sibling(kernel):
+    _, parent = through_kernel(kernel, [
+        "import numpy as np\na = np.arange(4.0)\nc = np.ma.masked_where(a < 1, a, copy=False)\n"
+        "v = c[1:3]"])
+    ok(kernel, "v[:] = 7\nv[0] = np.ma.masked", parent)
+    ok(kernel, "a[1] = -1", parent)
+    assert printed(kernel, "print(a, c, v)", parent) == "[0. 1. 2. 3.] [-- 1.0 2.0 3.0] [1.0 2.0]\n"
 
 
 def test_a_branch_changing_an_object_array_item_leaves_the_parent_alone(kernel):

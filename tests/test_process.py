@@ -532,3 +532,35 @@ def test_memoryviews_move_in_an_export_archive_as_views_of_their_exporter():
     target.import_state("moved", io.BytesIO(b"".join(writer.chunks())))
     assert printed(target, VIEWS_WRITE + "\n" + VIEWS_PROBE, "moved") == replayed(
         [VIEWS, VIEWS_WRITE, VIEWS_PROBE], HOME)
+
+
+SUBCLASS_VIEWS = ("import numpy as np, warnings\n"
+                  "warnings.simplefilter('ignore', PendingDeprecationWarning)\n"
+                  "a = np.arange(6.0)\nc = np.ma.masked_where(a <= 2, a, copy=False)\nv = c[1:4]\n"
+                  "z = np.matrix([[1, 2], [3, 4]])\nr = z[0]\nmask = c.mask[3:]")
+SUBCLASS_WRITE = "v[2] = 55\nv[1] = np.ma.masked\nr[0, 0] = 9"
+SUBCLASS_PROBE = ("print(a, c, v, z, r, mask, type(v).__name__, r.base is z, c.base is a, "
+                  "np.shares_memory(v.mask, c.mask))")
+
+
+def test_subclass_views_survive_a_restart_as_views(tmp_path):
+    from snapshot_kernel.kernel import SnapshotKernel
+    state_dir = str(tmp_path / "states")
+    reply = ok(SnapshotKernel(state_dir=state_dir), SUBCLASS_VIEWS, new_state_name="made")
+    assert "lost" not in reply
+    expected = replayed([SUBCLASS_VIEWS, SUBCLASS_WRITE, SUBCLASS_PROBE], HOME)
+    assert "[ 0.  1.  2. 55.  4.  5.]" in expected  # written through the views
+    assert printed(SnapshotKernel(state_dir=state_dir), SUBCLASS_WRITE + "\n" + SUBCLASS_PROBE,
+                   "made") == expected
+
+
+def test_subclass_views_move_in_an_export_archive_as_views():
+    import io
+    from snapshot_kernel.kernel import SnapshotKernel
+    source, target = SnapshotKernel(), SnapshotKernel()
+    ok(source, SUBCLASS_VIEWS, new_state_name="made")
+    writer, lost = source.export_state("made")
+    assert lost == {}
+    target.import_state("moved", io.BytesIO(b"".join(writer.chunks())))
+    assert printed(target, SUBCLASS_WRITE + "\n" + SUBCLASS_PROBE, "moved") == replayed(
+        [SUBCLASS_VIEWS, SUBCLASS_WRITE, SUBCLASS_PROBE], HOME)

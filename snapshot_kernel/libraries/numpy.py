@@ -13,9 +13,12 @@ cells' classes nor tells the copier which names share them. Here:
 * a flat iterator (``a.flat``) iterates over the copied array, from where it was;
 * numpy scalars and dtypes are immutable and shared.
 
-Subclasses (``np.matrix``, masked arrays) take the generic path. Views of
-object arrays cannot be rebuilt over memory (numpy refuses): they become
-arrays of their own holding the same (copied) elements.
+Subclasses (``np.matrix``, masked arrays, record arrays) take the generic path,
+but for a view: it is made again, as its own type, over the copy of the array
+that owns its memory, and its attributes (a masked array's mask, itself a view
+maybe) go through the copier. Views of object arrays cannot be rebuilt over
+memory (numpy refuses): they become arrays of their own holding the same
+(copied) elements.
 """
 
 import collections
@@ -38,13 +41,64 @@ def copy_ndarray(copier, arr):
             return copier.reduce_copy(arr)
         return _copy_objects(copier, arr)
     root = _root(arr)
-    if root is not arr and type(root) is np.ndarray and not copier.detach_arrays:
-        return _copy_view(copier, arr, root)
+    if root is not arr and not copier.detach_arrays and (
+            type(root) is np.ndarray or not root.dtype.hasobject):
+        return _copy_view(copier, arr, root)  # (a subclass's root: checked there)
     if copier.buffers is not None:
         new = _copy_on_write(copier, arr, root)
         if new is not None:
             return new
     return _copy_data(arr)
+
+
+def copy_subclass(copier, arr):
+    """An instance of an ndarray subclass: a view stays a view (see the module's doc)."""
+    if not arr.dtype.hasobject and not copier.detach_arrays:
+        root = _root(arr)
+        if root is not arr and not root.dtype.hasobject:
+            return _copy_subclass_view(copier, arr, root)
+    return copier.copy_object(arr)  # its own __deepcopy__ or reduction, as before
+
+
+def _copy_subclass_view(copier, arr, root):
+    """Over the copy of its base if that can be a buffer (so ``r.base is z`` holds, as
+    numpy keeps a subclass view's base), else over the copy of its root."""
+    new_root = yield root
+    if new_root.strides != root.strides or new_root.shape != root.shape:
+        # the root's copy has another layout (its own reduction made it): the view's
+        # offsets mean nothing there, so the view is copied on its own
+        return (yield _Detached(arr))
+    new = None
+    base = arr.base
+    if base is not root and isinstance(base, np.ndarray):
+        new_base = yield base
+        try:
+            new = np.ndarray.__new__(type(arr), arr.shape, arr.dtype, buffer=new_base,
+                                     offset=address(arr) - address(base), strides=arr.strides)
+        except (ValueError, TypeError, BufferError):  # not contiguous, or before its start
+            new = None
+    if new is None:
+        new = np.ndarray.__new__(type(arr), arr.shape, arr.dtype, buffer=new_root,
+                                 offset=address(arr) - address(root), strides=arr.strides)
+    _with_flags(new, arr)
+    copier.memo[id(arr)] = new  # before its attributes: one may refer back to it
+    attributes = getattr(arr, "__dict__", None)
+    if attributes:
+        new.__dict__.update((yield dict(attributes)))
+    return new
+
+
+class _Detached:
+    """Asks the copier for ``arr`` copied as the generic path copies it."""
+
+    __slots__ = ("arr",)
+
+    def __init__(self, arr):
+        self.arr = arr
+
+
+def _copy_detached(copier, detached):
+    return copier.copy_object(detached.arr)
 
 
 def _copy_on_write(copier, arr, root):
@@ -120,6 +174,8 @@ def address(arr):
 
 def _copy_view(copier, arr, root):
     new_root = yield root
+    if new_root.strides != root.strides or new_root.shape != root.shape:
+        return _copy_data(arr)  # a subclass root copied by its reduction, laid out anew
     view = np.ndarray(arr.shape, arr.dtype, buffer=new_root,
                       offset=address(arr) - address(root), strides=arr.strides)
     return _with_flags(view, arr)
@@ -207,6 +263,8 @@ def _share(copier, obj):
 
 
 register(np.ndarray, copy_ndarray)
+register(np.ndarray, copy_subclass, subclasses=True)  # (exact ndarrays: copy_ndarray)
+register(_Detached, _copy_detached)
 register_same(np.ndarray, same_array)
 register_unpinned(np.ndarray)  # a.resize() refuses while anything else refers to a
 register(np.flatiter, copy_flatiter)

@@ -60,6 +60,9 @@ class Pickler(pickle.Pickler):
             return _make_local, (type(obj), thread_locals.lineage_values(obj))
         if isinstance(obj, type) and obj.__module__ == "__main__":
             return _reduce_class(obj)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None and isinstance(obj, numpy.ndarray):  # (exact ones: persistent_id)
+            return _reduce_subclass_view(numpy, obj)
         return NotImplemented
 
     def persistent_id(self, obj):
@@ -73,6 +76,37 @@ class Pickler(pickle.Pickler):
         if numpy is not None and type(obj) is numpy.ndarray and not obj.dtype.hasobject:
             return _array_id(numpy, obj)
         return None
+
+
+def _reduce_subclass_view(numpy, arr):
+    """A view of another array made by an ndarray subclass (a masked array over its data,
+    a row of a matrix): made again over that array, then given its attributes (after
+    it is made: they may refer back to it); NotImplemented for the subclass's own
+    pickle (not a view, or one that cannot be made again)."""
+    base = arr.base
+    if not isinstance(base, numpy.ndarray) or base.dtype.hasobject or arr.dtype.hasobject:
+        return NotImplemented
+    offset = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    try:  # as _make_subclass_view will: a base that is no buffer (not contiguous) cannot be
+        numpy.ndarray.__new__(type(arr), arr.shape, arr.dtype, buffer=base, offset=offset,
+                              strides=arr.strides)
+    except (ValueError, TypeError, BufferError):
+        return NotImplemented
+    return (_make_subclass_view, (type(arr), base, offset, arr.shape, arr.dtype, arr.strides,
+                                  arr.flags.writeable),
+            dict(getattr(arr, "__dict__", {})), None, None, _set_attributes)
+
+
+def _make_subclass_view(cls, base, offset, shape, dtype, strides, writeable):
+    import numpy
+    arr = numpy.ndarray.__new__(cls, shape, dtype, buffer=base, offset=offset, strides=strides)
+    if not writeable:
+        arr.flags.writeable = False
+    return arr
+
+
+def _set_attributes(arr, attributes):
+    arr.__dict__.update(attributes)
 
 
 def _array_id(numpy, arr):
@@ -89,8 +123,15 @@ def _array_id(numpy, arr):
     layout = (arr.shape, arr.dtype, arr.strides, arr.flags.writeable)
     if isinstance(base, cow.Mapping) and base.stored:
         return ("array", id(arr), base, start - base.address, *layout)
-    if type(base) is numpy.ndarray:
-        return ("view", id(arr), base, start - base.__array_interface__["data"][0], *layout)
+    if isinstance(base, numpy.ndarray) and not base.dtype.hasobject:
+        offset = start - base.__array_interface__["data"][0]
+        if type(base) is not numpy.ndarray:  # a subclass's memory: check it is a buffer
+            try:
+                numpy.ndarray(arr.shape, arr.dtype, buffer=base, offset=offset,
+                              strides=arr.strides)
+            except (ValueError, TypeError, BufferError):
+                return None
+        return ("view", id(arr), base, offset, *layout)
     return None
 
 
