@@ -203,17 +203,23 @@ def test_a_patch_made_by_a_function_of_an_earlier_cell_follows_the_state_that_ca
     assert printed(kernel, PATCH_PROBE, "defined") == "None\n"
 
 
-def test_a_module_patched_by_the_cell_that_first_imports_it_is_the_states_only(tmp, kernel):
-    name = f"sk_first_{os.getpid()}_{abs(hash(tmp)) % 10 ** 8}"  # never imported before
-    with open(os.path.join(tmp, name + ".py"), "w") as module:
-        module.write("X = 'original'\n")
-    load = f"import sys\nsys.path.insert(0, {tmp!r})\nimport {name}\n"
-    probe = f"{load}print({name}.X, {name}.__loader__.get_filename())"
+@pytest.mark.parametrize("form", ["import {package}.sub as sub", "from {package} import sub",
+                                  "from {package}.sub import Holder as sub"])
+def test_a_module_patched_by_the_cell_that_first_imports_it_is_the_states_only(tmp, kernel,
+                                                                                form):
+    package = f"sk_first_{os.getpid()}_{abs(hash(tmp)) % 10 ** 8}"  # never imported before
+    os.makedirs(os.path.join(tmp, package))
+    with open(os.path.join(tmp, package, "__init__.py"), "w"):
+        pass
+    with open(os.path.join(tmp, package, "sub.py"), "w") as module:
+        module.write("X = 'original'\nclass Holder:\n    X = 'original'\n")
+    load = f"import sys\nsys.path.insert(0, {tmp!r})\n{form.format(package=package)}\n"
+    probe = f"{load}print(sub.X, sys.modules['{package}.sub'].__loader__.get_filename())"
     ok(kernel, "pass", new_state_name="base")
-    ok(kernel, f"{load}{name}.X = 'patched'", "base", new_state_name="patched")
-    assert printed(kernel, probe, "patched") == f"patched {tmp}/{name}.py\n"
-    assert printed(kernel, probe, "base") == replayed([probe], HOME) == \
-        f"original {tmp}/{name}.py\n"
+    ok(kernel, f"{load}sub.X = 'patched'", "base", new_state_name="patched")
+    path = os.path.join(tmp, package, "sub.py")
+    assert printed(kernel, probe, "patched") == f"patched {path}\n"
+    assert printed(kernel, probe, "base") == replayed([probe], HOME) == f"original {path}\n"
     assert not any(type(finder).__module__.startswith("snapshot_kernel.runtime.monkeypatches")
                    for finder in sys.meta_path), "the finder is gone once the cell is done"
 

@@ -107,7 +107,7 @@ def source_targets(code):
         return ()
 
 
-def watch(found, lookup):
+def watch(found, lookup, expecting=True):
     """Before a cell runs: watch the places among ``found`` whose objects are modules or
     modules' classes, noting their values now as the originals. ``lookup(name)`` is
     the value a name of the cell's state has (ABSENT if none). Returns the targets
@@ -128,7 +128,8 @@ def watch(found, lookup):
         except Exception:  # noqa: BLE001 - a metaclass's __module__ raised: not a place
             continue
         unknown.append((chain, name))
-        _FIRST_IMPORTS.expect(chain, name)
+        if expecting:
+            _FIRST_IMPORTS.expect(chain, name)
     return unknown
 
 
@@ -142,8 +143,7 @@ def _note(place):
 def done(unknown, lookup):
     """After a cell: watch the targets ``watch`` could not resolve before it."""
     _FIRST_IMPORTS.forget(unknown)
-    watch(unknown, lookup)
-    _FIRST_IMPORTS.forget(unknown)
+    watch(unknown, lookup, expecting=False)
 
 
 class _FirstImports:
@@ -158,14 +158,16 @@ class _FirstImports:
     def expect(self, chain, name):
         head = chain[0]
         if head.startswith("import "):
-            module = head[7:]
+            modules = (head[7:],)
         elif head.startswith("from "):
-            module = head[5:].partition(" import ")[0]
+            module, _, attribute = head[5:].partition(" import ")
+            modules = (module, f"{module}.{attribute}")  # (which may be a submodule)
         else:
             return
         with _lock:
-            targets = self._expected.setdefault(module, {})
-            targets[(chain, name)] = targets.get((chain, name), 0) + 1
+            for module in modules:
+                targets = self._expected.setdefault(module, {})
+                targets[(chain, name)] = targets.get((chain, name), 0) + 1
             if self not in sys.meta_path:
                 sys.meta_path.insert(0, self)
 
@@ -192,8 +194,11 @@ class _FirstImports:
         with contextlib.suppress(Exception):  # a module's own __getattr__, say
             for chain, attr in list(self._expected.get(module.__name__, {})):
                 head = chain[0]
-                owner = module if head.startswith("import ") else _attribute(
-                    module, head[5:].partition(" import ")[2])
+                if head.startswith("import ") or module.__name__ == head[5:].replace(
+                        " import ", "."):  # `import m`, or `from m import sub` of a submodule
+                    owner = module
+                else:
+                    owner = _attribute(module, head[5:].partition(" import ")[2])
                 for part in chain[1:]:
                     owner = _attribute(owner, part) if owner is not ABSENT else ABSENT
                 if owner is not ABSENT:
