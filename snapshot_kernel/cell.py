@@ -21,7 +21,7 @@ import traceback
 import weakref
 
 from .notebook import magics
-from .runtime import monkeypatches
+from .runtime import patchsites
 
 CELL_FILENAME_PREFIX = "<cell-"
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -126,7 +126,7 @@ def compile_cell(code, filename):
     is None unless the cell ends in one whose value should be shown, and
     ``notebook`` says the cell used notebook syntax (``magics``), whose calls
     need ``get_ipython`` in its namespace, and ``targets`` are the places it may
-    patch (``monkeypatches.targets``). The source stays in linecache, as written, for
+    patch (``patchsites.targets``). The source stays in linecache, as written, for
     as long as code compiled from it lives."""
     kept = _compiled.get(code)
     if kept is not None:
@@ -152,11 +152,11 @@ def compile_cell(code, filename):
 def _compile(code, filename):
     if "\n" not in code.strip():
         try:  # one line that is one expression: the common `df.head()` needs no AST
-            return None, compile(code, filename, "eval", _AWAIT), monkeypatches.source_targets(code)
+            return None, compile(code, filename, "eval", _AWAIT), patchsites.source_targets(code)
         except SyntaxError:  # a statement, or a trailing `;`: the general path says which
             pass
     tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST | _AWAIT)
-    found = monkeypatches.targets(tree)
+    found = patchsites.targets(tree)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr) and not _ends_with_semicolon(code):
         last = ast.Expression(tree.body.pop().value)

@@ -4,7 +4,7 @@ Both are process-wide, so they are a kind of setting (``kinds``): a state keeps
 the patches its cells made, its children start with them, and a sibling's
 cell runs with the originals put back. Watching every attribute of every
 module after each cell would cost far more than a cell; the places a cell can
-patch are found in its code instead (``targets``: ``json.dumps = f``,
+patch are found in its code instead (``patchsites.targets``: ``json.dumps = f``,
 ``pd.DataFrame.total = f``, ``setattr(mod, "name", v)``, ``del mod.name``,
 ``sys.modules["name"] = m``, in the cell or in functions it defines), and each
 becomes a watched place once its object is known to be a module, or a class of
@@ -12,7 +12,6 @@ a module, the moment before the cell runs. Its value then is the original
 every state without a patch there gets back.
 """
 
-import ast
 import contextlib
 import importlib
 import io
@@ -45,66 +44,6 @@ _NOT_FOLLOWED = {"sys": frozenset({"stdout", "stderr", "stdin", "displayhook", "
 
 _watched = {}  # place (owner, name) -> its value before any cell changed it
 _lock = threading.Lock()
-
-
-# -- where a cell's code may patch -----------------------------------------------------------
-
-def targets(tree):
-    """``((chain, name), ...)`` for each place ``tree`` (a cell's AST) assigns or deletes:
-    ``chain`` is the dotted names of the object (``("pd", "DataFrame")``), ``name`` the
-    attribute, or the key of ``sys.modules`` (chain ``("sys", "modules", "[]")``). A
-    chain whose first name the cell imports starts with that import instead:
-    ``("import json", "JSONEncoder")``, ``("from os import path", "sep")``."""
-    found, imported = set(), {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    imported[alias.asname] = f"import {alias.name}"
-                else:
-                    head = alias.name.partition(".")[0]
-                    imported[head] = f"import {head}"
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            for alias in node.names:
-                imported[alias.asname or alias.name] = f"from {node.module} import {alias.name}"
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            chain = _chain(node.value)
-            if chain:
-                found.add((chain, node.attr))
-        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            key = node.slice
-            if _chain(node.value) == ("sys", "modules") and isinstance(key, ast.Constant) \
-                    and isinstance(key.value, str):
-                found.add((("sys", "modules", "[]"), key.value))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id in ("setattr", "delattr") and len(node.args) >= 2:
-            chain, name = _chain(node.args[0]), node.args[1]
-            if chain and isinstance(name, ast.Constant) and isinstance(name.value, str):
-                found.add((chain, name.value))
-    return tuple(sorted(((imported[chain[0]],) + chain[1:] if chain[0] in imported else chain,
-                         name) for chain, name in found))
-
-
-def _chain(node):
-    names = []
-    while isinstance(node, ast.Attribute):
-        names.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    names.append(node.id)
-    return tuple(reversed(names))
-
-
-def source_targets(code):
-    """``targets`` of source that compiled without an AST (one expression): only a
-    ``setattr``/``delattr`` call can patch there."""
-    if "setattr" not in code and "delattr" not in code:
-        return ()
-    try:
-        return targets(ast.parse(code, mode="eval"))
-    except (SyntaxError, ValueError):
-        return ()
 
 
 def watch(found, lookup, expecting=True):
