@@ -7,7 +7,8 @@ A program, not a test: it prints figures and exits 0 whatever they are.
   per-cell   the settings work of a cell that changes none (reading and comparing them,
              the gate, the context), against the whole of ``execute_here('1+1')``, with
              the standard library only, then with numpy, pandas and matplotlib imported
-             (each adds kinds of settings to read)
+             (each adds kinds of settings to read), then with 20 module attributes that
+             earlier cells patched (each is read after every cell)
   conflict   two cells that each sleep 0.2 s, started together: from states with the same
              settings (they run at once) against states in different working directories
              (one waits for the other)
@@ -66,17 +67,24 @@ def conflict(kernel):
     return statistics.median(same), statistics.median(other)
 
 
+def report(label, kernel):
+    work, whole = per_cell(kernel)
+    print(f"   {label:30} settings work {work * 1e6:6.1f} µs   "
+          f"execute_here('1+1') {whole * 1e6:6.1f} µs   share {work / whole:6.1%}")
+
+
 def main():
     print(f"python {sys.version.split()[0]}")
     print("\n== per-cell: a cell that changes no setting")
     for imported in ((), ("numpy", "pandas", "matplotlib")):
         for library in imported:
             __import__(library)
-        kernel = SnapshotKernel()
-        work, whole = per_cell(kernel)
-        print(f"   {', '.join(imported) or 'standard library only':30} settings work "
-              f"{work * 1e6:6.1f} µs   execute_here('1+1') {whole * 1e6:6.1f} µs   "
-              f"share {work / whole:6.1%}")
+        report(', '.join(imported) or 'standard library only', SnapshotKernel())
+    kernel = SnapshotKernel()
+    patched = kernel.execute("import fractions\n" + "\n".join(
+        f"fractions.SK_BENCH_{i} = {i}" for i in range(20)), "initial")
+    assert patched["error"] is None, patched["error"]
+    report("+ 20 watched module attributes", kernel)
     same, other = conflict(kernel)
     print("\n== conflict: two 0.2 s cells started together")
     print(f"   same settings {same * 1e3:8.0f} ms   other working directories {other * 1e3:8.0f} ms"

@@ -224,6 +224,28 @@ def test_a_module_patched_by_the_cell_that_first_imports_it_is_the_states_only(t
                    for finder in sys.meta_path), "the finder is gone once the cell is done"
 
 
+def test_watched_places_are_read_from_the_module_sys_modules_holds_now():
+    import types
+    from snapshot_kernel.runtime import monkeypatches
+    first, second = types.ModuleType("sk_replaced"), types.ModuleType("sk_replaced")
+    first.X, second.X = "original", "second's"
+    place = ("sk_replaced", "X")
+    sys.modules["sk_replaced"] = first
+    try:
+        monkeypatches.watch(((("import sk_replaced",), "X"),), lambda name: None)
+        assert place not in monkeypatches.read().values
+        first.X = "patched"
+        assert monkeypatches.read().values[place] == "patched"
+        sys.modules["sk_replaced"] = second  # a cell imported it again, say
+        assert monkeypatches.read().values[place] == "second's"
+        del sys.modules["sk_replaced"]  # gone: nothing to compare or put back
+        assert place not in monkeypatches.read().values
+    finally:
+        first.X = "original"
+        sys.modules["sk_replaced"] = first
+    assert place not in monkeypatches.read().values
+
+
 SORTED_DUMPS = ("import json, functools, fractions\n"
                 "json.dumps = functools.partial(json.dumps, sort_keys=True)\n"
                 "fractions.SK_PROBE = 'kept'\n"

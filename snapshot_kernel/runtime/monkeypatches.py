@@ -306,21 +306,65 @@ def _unpickled(kept):
 NONE = Patches({})
 
 
+def _reading():
+    """``[(place, mapping, key, original)]`` for the watched places: ``mapping.get(key,
+    ABSENT)`` is the place's value (its module's or class's ``__dict__``, or
+    ``sys.modules``), or None where the owner is not known yet. Made again only when
+    a place is added or a module in it is replaced in ``sys.modules``: reading a place
+    costs a dict lookup, which every cell pays for every watched place."""
+    global _read_plan
+    plan, modules = _read_plan  # one tuple, replaced whole: cells read it at once
+    if len(plan) == len(_watched) and all(
+            sys.modules.get(name, ABSENT) is module for name, module in modules.items()):
+        return plan
+    plan, modules = [], {}
+    for place, original in list(_watched.items()):
+        owner = _owner(place)
+        mapping = None
+        if owner is sys.modules:
+            mapping = sys.modules
+        elif isinstance(owner, (type, types.ModuleType)):
+            mapping = owner.__dict__
+            module = place[0].partition(":")[0]
+            modules[module] = sys.modules.get(module, ABSENT)
+        plan.append((place, mapping, place[1], original))
+    _read_plan = (plan, modules)
+    return plan
+
+
+_read_plan = ([], {})  # (the plan, {module name: the module it read it as})
+
+
+def _unplanned(place, original):
+    """The value of a place whose owner the plan did not find: its original while the
+    owner is not there (not imported yet, or taken out of sys.modules), for nothing can
+    be compared or put back then."""
+    owner = _owner(place)
+    return original if owner is ABSENT else _current(place, owner)
+
+
 def read():
     if not _watched:
         return NONE
     values = {}
-    for place, original in list(_watched.items()):
-        value = _current(place)
+    for place, mapping, key, original in _reading():
+        value = _unplanned(place, original) if mapping is None else mapping.get(key, ABSENT)
         if value is not original:
             values[place] = value
     return Patches(values) if values else NONE
 
 
 def same(value):
+    """``read() == value``, without making a Patches: every cell asks it."""
     if not _watched:
         return not value.values
-    return read() == value
+    wanted = value.values
+    for place, mapping, key, original in _reading():
+        current = _unplanned(place, original) if mapping is None else \
+            mapping.get(key, ABSENT)
+        if current is not wanted.get(place, original):
+            return False
+    return len(wanted) <= len(_watched) and all(place in _watched for place in wanted)
 
 
 def write(target):
