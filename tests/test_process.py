@@ -54,6 +54,12 @@ SETTINGS = [
      "import fractions\nprint(getattr(fractions, 'SK_PROBE', None))"),
     ("from json import decoder\ndel decoder.scanstring",
      "import json.decoder\nprint(hasattr(json.decoder, 'scanstring'))"),
+    ("from unittest import mock\nmock.patch('json.dumps', lambda obj, **options: 'mocked').start()",
+     "import json\nprint(json.dumps(1))"),
+    ("import fractions\nfrom unittest import mock\n"
+     "mock.patch.object(fractions.Fraction, 'limit_denominator',\n"
+     "                  lambda self, *a: 'mocked').start()",
+     "import fractions\nprint(fractions.Fraction(1, 3).limit_denominator())"),
     ("import sys, types\nsys.modules['sk_probe'] = types.ModuleType('sk_probe')",
      "try:\n    import sk_probe\n    print('imported')\nexcept ImportError:\n    print('missing')"),
 ]

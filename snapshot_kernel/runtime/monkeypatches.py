@@ -6,7 +6,8 @@ cell runs with the originals put back. Watching every attribute of every
 module after each cell would cost far more than a cell; the places a cell can
 patch are found in its code instead (``patchsites.targets``: ``json.dumps = f``,
 ``pd.DataFrame.total = f``, ``setattr(mod, "name", v)``, ``del mod.name``,
-``sys.modules["name"] = m``, in the cell or in functions it defines), and each
+``sys.modules["name"] = m``, ``mock.patch("mod.name")``, in the cell or in
+functions it defines), and each
 becomes a watched place once its object is known to be a module, or a class of
 a module, the moment before the cell runs. Its value then is the original
 every state without a patch there gets back.
@@ -98,6 +99,9 @@ class _FirstImports:
         head = chain[0]
         if head.startswith("import "):
             modules = (head[7:],)
+        elif head.startswith("dotted "):  # each prefix may be the module
+            parts = head[7:].split(".")
+            modules = tuple(".".join(parts[:end]) for end in range(1, len(parts) + 1))
         elif head.startswith("from "):
             module, _, attribute = head[5:].partition(" import ")
             modules = (module, f"{module}.{attribute}")  # (which may be a submodule)
@@ -133,7 +137,9 @@ class _FirstImports:
         with contextlib.suppress(Exception):  # a module's own __getattr__, say
             for chain, attr in list(self._expected.get(module.__name__, {})):
                 head = chain[0]
-                if head.startswith("import ") or module.__name__ == head[5:].replace(
+                if head.startswith("dotted "):
+                    owner = _dotted(head[7:], module)
+                elif head.startswith("import ") or module.__name__ == head[5:].replace(
                         " import ", "."):  # `import m`, or `from m import sub` of a submodule
                     owner = module
                 else:
@@ -151,6 +157,8 @@ def _resolve(chain, lookup):
     head = chain[0]
     if head.startswith("import "):  # the module as the cell's import will find it
         value = sys.modules.get(head[7:], ABSENT)
+    elif head.startswith("dotted "):
+        value = _dotted(head[7:])
     elif head.startswith("from "):
         module, _, name = head[5:].partition(" import ")
         value = sys.modules.get(f"{module}.{name}", ABSENT)
@@ -167,6 +175,22 @@ def _resolve(chain, lookup):
         except Exception:  # noqa: BLE001 - a property of the user's raised: not a place
             return ABSENT
     return value
+
+
+def _dotted(path, module=None):
+    """What ``"mod.sub.Class"`` names, as ``mock.patch`` finds it: its longest prefix that
+    is an imported module (or ``module``, if given, whose name is a prefix), then
+    attributes; ABSENT if no prefix is imported."""
+    parts = path.split(".")
+    for end in range(len(parts), 0, -1):
+        name = ".".join(parts[:end])
+        found = sys.modules.get(name, ABSENT) if module is None else \
+            module if module.__name__ == name else ABSENT
+        if found is not ABSENT:
+            for part in parts[end:]:
+                found = _attribute(found, part) if found is not ABSENT else ABSENT
+            return found
+    return ABSENT
 
 
 def _attribute(value, name):

@@ -31,13 +31,41 @@ def targets(tree):
             if _chain(node.value) == ("sys", "modules") and isinstance(key, ast.Constant) \
                     and isinstance(key.value, str):
                 found.add((("sys", "modules", "[]"), key.value))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id in ("setattr", "delattr") and len(node.args) >= 2:
-            chain, name = _chain(node.args[0]), node.args[1]
-            if chain and isinstance(name, ast.Constant) and isinstance(name.value, str):
-                found.add((chain, name.value))
+        elif isinstance(node, ast.Call):
+            target = _call_target(node)
+            if target is not None:
+                found.add(target)
     return tuple(sorted(((imported[chain[0]],) + chain[1:] if chain[0] in imported else chain,
                          name) for chain, name in found))
+
+
+def _call_target(node):
+    """The place a call patches: ``setattr(mod, "name", v)`` and ``delattr``, pytest's
+    ``monkeypatch.setattr(mod, "name", v)`` or ``monkeypatch.setattr("mod.name", v)``,
+    ``unittest.mock``'s ``patch("mod.name")`` and ``patch.object(mod, "name")`` (whose
+    patches outlive the cell once ``start()`` is called); else None. A dotted string's
+    chain is ``("dotted mod.Class",)``: the module is its longest imported prefix."""
+    func, args = node.func, node.args
+    name = func.id if isinstance(func, ast.Name) else \
+        func.attr if isinstance(func, ast.Attribute) else None
+    if name is None or not args:
+        return None
+    first, second = _text(args[0]), _text(args[1]) if len(args) > 1 else None
+    if name in ("setattr", "delattr") and second is not None:
+        chain = _chain(args[0])
+        return (chain, second) if chain else None
+    if name in ("setattr", "delattr", "patch") and first is not None and "." in first:
+        path, _, attribute = first.rpartition(".")
+        return ((f"dotted {path}",), attribute)
+    if name == "object" and second is not None and (_chain(func.value) or ("",))[-1] == "patch":
+        chain = _chain(args[0])
+        return (chain, second) if chain else None
+    return None
+
+
+def _text(node):
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+        else None
 
 
 def _chain(node):
@@ -53,8 +81,8 @@ def _chain(node):
 
 def source_targets(code):
     """``targets`` of source that compiled without an AST (one expression): only a
-    ``setattr``/``delattr`` call can patch there."""
-    if "setattr" not in code and "delattr" not in code:
+    call can patch there (``setattr``, ``delattr``, ``patch``)."""
+    if "setattr" not in code and "delattr" not in code and "patch" not in code:
         return ()
     try:
         return targets(ast.parse(code, mode="eval"))
