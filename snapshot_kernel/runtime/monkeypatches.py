@@ -14,34 +14,15 @@ every state without a patch there gets back.
 """
 
 import contextlib
-import importlib
 import io
 import pickle
 import sys
 import threading
 import types
 
-from . import imports
+from . import imports, places
+from .places import ABSENT, MODULES
 
-
-class _Absent:
-    """The value of a place that has none (a deleted attribute, a module not in
-    ``sys.modules``); pickled by name, so it stays itself after a restart."""
-
-    def __repr__(self):
-        return "ABSENT"
-
-    def __reduce__(self):
-        return "ABSENT"
-
-
-ABSENT = _Absent()
-MODULES = "sys.modules"  # the owner of a place in sys.modules; else a module's name,
-# or "module:Qual.Name" for a class
-
-# Attributes the kernel itself keeps in place (its streams) or another kind follows.
-_NOT_FOLLOWED = {"sys": frozenset({"stdout", "stderr", "stdin", "displayhook", "excepthook",
-                                   "path", "modules", "__stdout__", "__stderr__"})}
 
 _watched = {}  # place (owner, name) -> its value before any cell changed it
 _lock = threading.Lock()
@@ -61,9 +42,9 @@ def watch(found, lookup, expecting=True):
             _note((MODULES, name))
             continue
         try:
-            owner = _resolve(chain, lookup)
+            owner = places.resolve(chain, lookup)
             if owner is not ABSENT:
-                _note(_place(owner, name))
+                _note(places.place_of(owner, name))
                 continue
         except Exception:  # noqa: BLE001 - a metaclass's __module__ raised: not a place
             continue
@@ -77,7 +58,7 @@ def _note(place):
     if place is not None and place not in _watched:
         with _lock:
             if place not in _watched:
-                _watched[place] = _current(place)
+                _watched[place] = places.current(place)
 
 
 def done(unknown, lookup):
@@ -138,117 +119,19 @@ class _FirstImports:
             for chain, attr in list(self._expected.get(module.__name__, {})):
                 head = chain[0]
                 if head.startswith("dotted "):
-                    owner = _dotted(head[7:], module)
+                    owner = places.dotted(head[7:], module)
                 elif head.startswith("import ") or module.__name__ == head[5:].replace(
                         " import ", "."):  # `import m`, or `from m import sub` of a submodule
                     owner = module
                 else:
-                    owner = _attribute(module, head[5:].partition(" import ")[2])
+                    owner = places.attribute(module, head[5:].partition(" import ")[2])
                 for part in chain[1:]:
-                    owner = _attribute(owner, part) if owner is not ABSENT else ABSENT
+                    owner = places.attribute(owner, part) if owner is not ABSENT else ABSENT
                 if owner is not ABSENT:
-                    _note(_place(owner, attr))
+                    _note(places.place_of(owner, attr))
 
 
 _FIRST_IMPORTS = _FirstImports()
-
-
-def _resolve(chain, lookup):
-    head = chain[0]
-    if head.startswith("import "):  # the module as the cell's import will find it
-        value = sys.modules.get(head[7:], ABSENT)
-    elif head.startswith("dotted "):
-        value = _dotted(head[7:])
-    elif head.startswith("from "):
-        module, _, name = head[5:].partition(" import ")
-        value = sys.modules.get(f"{module}.{name}", ABSENT)
-        if value is ABSENT and module in sys.modules:
-            value = _attribute(sys.modules[module], name)
-    else:
-        value = lookup(head)
-        value = ABSENT if value is None else value  # (dict.get)
-    for name in chain[1:]:
-        if value is ABSENT:
-            break
-        try:
-            value = _attribute(value, name)
-        except Exception:  # noqa: BLE001 - a property of the user's raised: not a place
-            return ABSENT
-    return value
-
-
-def _dotted(path, module=None):
-    """What ``"mod.sub.Class"`` names, as ``mock.patch`` finds it: its longest prefix that
-    is an imported module (or ``module``, if given, whose name is a prefix), then
-    attributes; ABSENT if no prefix is imported."""
-    parts = path.split(".")
-    for end in range(len(parts), 0, -1):
-        name = ".".join(parts[:end])
-        found = sys.modules.get(name, ABSENT) if module is None else \
-            module if module.__name__ == name else ABSENT
-        if found is not ABSENT:
-            for part in parts[end:]:
-                found = _attribute(found, part) if found is not ABSENT else ABSENT
-            return found
-    return ABSENT
-
-
-def _attribute(value, name):
-    """``value.name`` without running a descriptor where the object is a module or class."""
-    if isinstance(value, types.ModuleType):
-        return value.__dict__.get(name, ABSENT)
-    return getattr(value, name, ABSENT)
-
-
-def _place(owner, name):
-    """The place ``owner.name`` if ``owner`` is shared by every state (a module, or a
-    class a module defines), else None."""
-    if isinstance(owner, types.ModuleType):
-        module = owner.__name__
-        if not isinstance(module, str) or sys.modules.get(module) is not owner \
-                or module == "__main__" or module.split(".")[0] == "snapshot_kernel" \
-                or name in _NOT_FOLLOWED.get(module, ()):
-            return None
-        return (module, name)
-    if isinstance(owner, type):
-        module, qualname = getattr(owner, "__module__", None), getattr(owner, "__qualname__", None)
-        if not isinstance(module, str) or not isinstance(qualname, str) or \
-                module == "__main__" or "<locals>" in qualname:
-            return None
-        found = sys.modules.get(module, ABSENT)
-        for part in qualname.split("."):
-            found = _attribute(found, part) if found is not ABSENT else ABSENT
-        if found is not owner:  # a class of a cell, or one its module does not name
-            return None
-        return (f"{module}:{qualname}", name)
-    return None
-
-
-def _owner(place, importing=False):
-    """The object a place belongs to; ABSENT if its module is not imported."""
-    owner, _, qualname = place[0].partition(":")
-    if owner == MODULES:
-        return sys.modules
-    module = sys.modules.get(owner, ABSENT)
-    if module is ABSENT and importing:
-        try:
-            module = importlib.import_module(owner)
-        except Exception:  # noqa: BLE001 - gone since the state was saved
-            return ABSENT
-    for part in qualname.split(".") if qualname else ():
-        module = _attribute(module, part) if module is not ABSENT else ABSENT
-    return module
-
-
-def _current(place, owner=None):
-    owner = _owner(place) if owner is None else owner
-    if owner is ABSENT:
-        return ABSENT
-    if owner is sys.modules:
-        return sys.modules.get(place[1], ABSENT)
-    if isinstance(owner, type):
-        return owner.__dict__.get(place[1], ABSENT)
-    return vars(owner).get(place[1], ABSENT)
 
 
 # -- the kind ------------------------------------------------------------------------------
@@ -305,7 +188,9 @@ class _ByName(pickle.Pickler):
 
 def _original(place):
     """The value a place has before any cell of this process patches it."""
-    return _watched[place] if place in _watched else _current(place, _owner(place, True))
+    if place in _watched:
+        return _watched[place]
+    return places.current(place, places.owner_of(place, importing=True))
 
 
 def _pickled(value):
@@ -343,7 +228,7 @@ def _reading():
         return plan
     plan, modules = [], {}
     for place, original in list(_watched.items()):
-        owner = _owner(place)
+        owner = places.owner_of(place)
         mapping = None
         if owner is sys.modules:
             mapping = sys.modules
@@ -363,8 +248,8 @@ def _unplanned(place, original):
     """The value of a place whose owner the plan did not find: its original while the
     owner is not there (not imported yet, or taken out of sys.modules), for nothing can
     be compared or put back then."""
-    owner = _owner(place)
-    return original if owner is ABSENT else _current(place, owner)
+    owner = places.owner_of(place)
+    return original if owner is ABSENT else places.current(place, owner)
 
 
 def read():
@@ -394,13 +279,13 @@ def same(value):
 def write(target):
     for place in target.values:
         if place not in _watched:  # a state saved by an earlier server: its original is
-            owner = _owner(place, importing=True)  # what this process has
+            owner = places.owner_of(place, importing=True)  # what this process has
             with _lock:
-                _watched.setdefault(place, _current(place, owner))
+                _watched.setdefault(place, places.current(place, owner))
     for place, original in list(_watched.items()):
         wanted = target.values.get(place, original)
-        owner = _owner(place, importing=wanted is not original)
-        if owner is ABSENT or _current(place, owner) is wanted:
+        owner = places.owner_of(place, importing=wanted is not original)
+        if owner is ABSENT or places.current(place, owner) is wanted:
             continue
         if owner is sys.modules:
             if wanted is ABSENT:

@@ -35,7 +35,7 @@ from ..copying.copier import copy_names
 from ..copying.dispatch import ATOMIC
 from ..copying.stored import STORED_GLOBALS, reading
 from ..copying.covariables import sizeof
-from ..runtime.monkeypatches import ABSENT
+from ..runtime.places import ABSENT
 
 TOUCHED, WHOLE = "touched", "whole"  # copy modes: see Working.open
 MAX_DEPTH = 16  # a Namespace over more layers than this is flattened
@@ -245,7 +245,7 @@ class Working:
 
     def peek(self, name):
         """The value ``name`` has in the namespace, else the stored object (not a copy:
-        only for telling what it is); ``monkeypatches.ABSENT`` if neither has one."""
+        only for telling what it is); ``places.ABSENT`` if neither has one."""
         value = self.namespace.get(name, ABSENT)
         if value is ABSENT:
             entry = self.source.get(name)
