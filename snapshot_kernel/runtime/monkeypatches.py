@@ -117,16 +117,7 @@ class _FirstImports:
         them. Never raises: the cell's import goes on whatever happens here."""
         with contextlib.suppress(Exception):  # a module's own __getattr__, say
             for chain, attr in list(self._expected.get(module.__name__, {})):
-                head = chain[0]
-                if head.startswith("dotted "):
-                    owner = places.dotted(head[7:], module)
-                elif head.startswith("import ") or module.__name__ == head[5:].replace(
-                        " import ", "."):  # `import m`, or `from m import sub` of a submodule
-                    owner = module
-                else:
-                    owner = places.attribute(module, head[5:].partition(" import ")[2])
-                for part in chain[1:]:
-                    owner = places.attribute(owner, part) if owner is not ABSENT else ABSENT
+                owner = places.resolve(chain, None, module)
                 if owner is not ABSENT:
                     _note(places.place_of(owner, attr))
 

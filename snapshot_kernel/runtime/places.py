@@ -27,17 +27,25 @@ _NOT_FOLLOWED = {"sys": frozenset({"stdout", "stderr", "stdin", "displayhook", "
                                    "path", "modules", "__stdout__", "__stderr__"})}
 
 
-def resolve(chain, lookup):
+def resolve(chain, lookup, module=None):
+    """The object ``chain`` (a target's head and attributes, ``patchsites``) names now;
+    ABSENT if it names none. A head that is a name of the cell is ``lookup(name)``. With
+    ``module`` (one being imported right now), a head naming that import is found from
+    it rather than from ``sys.modules``."""
     head = chain[0]
     if head.startswith("import "):  # the module as the cell's import will find it
-        value = sys.modules.get(head[7:], ABSENT)
+        value = sys.modules.get(head[7:], ABSENT) if module is None else module
     elif head.startswith("dotted "):
-        value = dotted(head[7:])
+        value = dotted(head[7:], module)
     elif head.startswith("from "):
-        module, _, name = head[5:].partition(" import ")
-        value = sys.modules.get(f"{module}.{name}", ABSENT)
-        if value is ABSENT and module in sys.modules:
-            value = attribute(sys.modules[module], name)
+        package, _, name = head[5:].partition(" import ")
+        if module is not None:  # the package, or its submodule ``name``
+            value = module if module.__name__ == f"{package}.{name}" else \
+                attribute(module, name)
+        else:
+            value = sys.modules.get(f"{package}.{name}", ABSENT)
+            if value is ABSENT and package in sys.modules:
+                value = attribute(sys.modules[package], name)
     else:
         value = lookup(head)
         value = ABSENT if value is None else value  # (dict.get)
