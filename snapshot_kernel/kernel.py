@@ -390,6 +390,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         unknown = monkeypatches.watch(found, run.working.peek) if found else ()
         leave_main = mainmodule.running(namespace)
         try:
+            monkeypatches.bind(run.working)  # copies in: runs user code, as the cell
             value = cell.run_code(body, last, namespace)
             if value is not None:
                 data, metadata = display.bundle(value, run.output_limit, self.image_limit)
@@ -400,6 +401,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             leave_main()
             if unknown:
                 monkeypatches.done(unknown, namespace.get)
+            monkeypatches.unbind(run.working)
 
     def _arm(self, run):
         with self._lock:

@@ -254,11 +254,11 @@ def test_watched_places_are_read_from_the_module_sys_modules_holds_now():
 
 SORTED_DUMPS = ("import json, functools, fractions\n"
                 "json.dumps = functools.partial(json.dumps, sort_keys=True)\n"
-                "fractions.SK_PROBE = 'kept'\n"
-                "def shout(text):\n    return text.upper()\n"
+                "fractions.SK_PROBE = 'kept'\nmark = '!'\n"
+                "def shout(text):\n    return text.upper() + mark\n"
                 "fractions.SK_SHOUT = shout")
 DUMPS_PROBE = ("import json, fractions\nprint(json.dumps({'b': 1, 'a': 2}), "
-               "getattr(fractions, 'SK_PROBE', None), hasattr(fractions, 'SK_SHOUT'))")
+               "getattr(fractions, 'SK_PROBE', None), getattr(fractions, 'SK_SHOUT', lambda t: None)('x'))")
 RESTARTED = ("import sys\nfrom snapshot_kernel.kernel import SnapshotKernel\n"
              "kernel = SnapshotKernel(state_dir=sys.argv[1])\n"
              "for name in ('patched', 'initial'):\n"
@@ -266,20 +266,20 @@ RESTARTED = ("import sys\nfrom snapshot_kernel.kernel import SnapshotKernel\n"
              "    print(reply['error'] or reply['output'][0]['text'], end='')\n")
 
 
-def test_patches_survive_a_restart_but_for_functions_defined_in_cells(tmp_path):
+def test_patches_survive_a_restart_functions_defined_in_cells_too(tmp_path):
     """A restarted server is a fresh process: what a state patched comes back from its
-    saved values, and the other states see the modules as imported."""
+    saved values (a function of a cell reading the state's globals), and the other
+    states see the modules as imported."""
     from snapshot_kernel.kernel import SnapshotKernel
     state_dir = str(tmp_path / "states")
     kernel = SnapshotKernel(state_dir=state_dir)
     ok(kernel, SORTED_DUMPS, new_state_name="patched")
-    assert printed(kernel, DUMPS_PROBE, "patched") == '{"a": 2, "b": 1} kept True\n'
+    assert printed(kernel, DUMPS_PROBE, "patched") == '{"a": 2, "b": 1} kept X!\n'
     printed(kernel, "pass", "initial")  # this process's modules as they were
     done = subprocess.run([sys.executable, "-c", RESTARTED, state_dir, DUMPS_PROBE],
                           capture_output=True, text=True, timeout=120, cwd=HOME)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == '{"a": 2, "b": 1} kept False\n{"b": 1, "a": 2} None False\n', \
-        "a function defined in a cell is not saved with the settings"
+    assert done.stdout == '{"a": 2, "b": 1} kept X!\n{"b": 1, "a": 2} None None\n'
 
 
 def test_patches_move_in_an_export_archive():
@@ -290,9 +290,67 @@ def test_patches_move_in_an_export_archive():
     ok(source, SORTED_DUMPS, new_state_name="patched")
     writer, _ = source.export_state("patched")
     target.import_state("moved", io.BytesIO(b"".join(writer.chunks())))
-    assert printed(target, DUMPS_PROBE, "moved") == '{"a": 2, "b": 1} kept False\n', \
-        "a function defined in a cell is not in the archive's settings"
-    assert printed(target, DUMPS_PROBE, "initial") == '{"b": 1, "a": 2} None False\n'
+    assert printed(target, DUMPS_PROBE, "moved") == '{"a": 2, "b": 1} kept X!\n'
+    assert printed(target, DUMPS_PROBE, "initial") == '{"b": 1, "a": 2} None None\n'
+
+
+# -- functions of cells in module attributes -------------------------------------------------
+
+DEFINES_DUMPS = ("import json\nprefix, calls = 'a', []\n"
+                 "def my_dumps(obj, **options):\n    calls.append(obj)\n    return prefix + str(obj)\n"
+                 "json.dumps = my_dumps")
+CALLS_DUMPS = "print(json.dumps(1), json.dumps is my_dumps, calls)"
+
+
+def test_a_function_patched_in_reads_the_globals_of_the_cell_that_calls_it(kernel):
+    """As in one process whose __main__ is the state: ``json.dumps`` is the state's
+    ``my_dumps``, reading its ``prefix`` and appending to its ``calls``, and a branch's
+    calls never reach its parent or a sibling."""
+    ok(kernel, DEFINES_DUMPS, new_state_name="patched")
+    ok(kernel, "prefix = 'b'", "patched", new_state_name="b")
+    ok(kernel, "prefix = 'c'\njson.dumps(0)", "patched", new_state_name="c")
+    lineage = [DEFINES_DUMPS, "prefix = 'b'", CALLS_DUMPS]
+    assert printed(kernel, CALLS_DUMPS, "b") == replayed(lineage, HOME) == "b1 True [1]\n"
+    assert printed(kernel, CALLS_DUMPS, "c") == "c1 True [0, 1]\n"
+    assert printed(kernel, CALLS_DUMPS, "patched") == "a1 True [1]\n"
+    assert printed(kernel, CALLS_DUMPS, "b") == "b1 True [1]\n", "a state runs the same twice"
+
+
+def test_an_unnamed_function_patched_in_reads_the_calling_cells_globals(kernel):
+    ok(kernel, "import json\ntag = 'a'\njson.dumps = lambda obj, **options: tag + str(obj)",
+       new_state_name="patched")
+    ok(kernel, "tag = 'b'", "patched", new_state_name="b")
+    assert printed(kernel, "print(json.dumps(1))", "b") == replayed(
+        ["import json\ntag = 'a'\njson.dumps = lambda obj, **options: tag + str(obj)",
+         "tag = 'b'", "print(json.dumps(1))"], HOME) == "b1\n"
+    assert printed(kernel, "print(json.dumps(1))", "patched") == "a1\n"
+    assert printed(kernel, "import json\nprint(json.dumps(1))", "initial") == "1\n"
+
+
+def test_a_checkpoint_keeps_the_function_a_cell_patched_in(kernel):
+    ok(kernel, "import json\nfrom snapshot_kernel import checkpoint\ntag = 'a'\n"
+               "json.dumps = lambda obj, **options: tag + str(obj)\ncheckpoint(name='mid')\n"
+               "tag = 'end'", new_state_name="done")
+    assert printed(kernel, "print(json.dumps(1))", "mid") == "a1\n"
+    assert printed(kernel, "print(json.dumps(1))", "done") == "end1\n"
+
+
+def test_cells_on_states_holding_functions_of_cells_in_module_attributes_run_alone(kernel):
+    """One module attribute holds one function for the process: two cells that each need
+    theirs in it never run at once, and each reads its own globals all along."""
+    ok(kernel, "import json, time\njson.dumps = lambda obj, **options: tag", new_state_name="p")
+    ok(kernel, "tag = 'x'", "p", new_state_name="x")
+    ok(kernel, "tag = 'y'", "p", new_state_name="y")
+    probe = ("seen = set()\nfor _ in range(30):\n    seen.add(json.dumps(0))\n"
+             "    time.sleep(0.005)\nprint(sorted(seen))")
+    replies = {}
+    threads = [threading.Thread(target=lambda n=n: replies.update({n: kernel.execute(probe, n)}))
+               for n in ("x", "y")]
+    for each in threads:
+        each.start()
+    for each in threads:
+        each.join(60)
+    assert [replies[n]["output"][0]["text"] for n in ("x", "y")] == ["['x']\n", "['y']\n"]
 
 
 # -- differential: random trees of cells that change settings -----------------------------
@@ -314,12 +372,17 @@ CHANGES = [
     "fractions.SK_PROBE = {i}",
     "sys.modules['sk_probe'] = types.SimpleNamespace(n={i})",
     "sys.modules.pop('sk_probe', None)",
+    "tag = {i}",
+    "def sk_fn():\n    return ('def', tag)\nfractions.SK_FN = sk_fn",
+    "fractions.SK_FN = lambda: ('lambda', tag)",
 ]
 PROBE = ("print(os.getcwd(), os.environ.get('SK_PROBE'), [p for p in sys.path if p.startswith("
          "'/sk-')], random.random(), np.random.rand(), decimal.Decimal(1) / 7, "
          "np.array([1 / 3]), [f[0] for f in warnings.filters if f[2] is UserWarning][:1], logging.getLogger('sk').level, "
          "sys.getrecursionlimit(), getattr(fractions, 'SK_PROBE', None), "
-         "getattr(sys.modules.get('sk_probe'), 'n', None))")
+         "getattr(sys.modules.get('sk_probe'), 'n', None), "
+         "getattr(fractions, 'SK_FN', lambda: None)(), "
+         "getattr(fractions, 'SK_FN', None) is globals().get('sk_fn'))")
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -330,7 +393,7 @@ def test_every_state_equals_a_fresh_process_replaying_its_lineage(tmp, kernel, s
         os.makedirs(each)
     setup = (f"import os, sys, random, decimal, warnings, logging, fractions, types\n"
              f"import numpy as np\n"
-             f"DIRS = {dirs!r}\nrandom.seed(1234)\nnp.random.seed(1234)")
+             f"DIRS = {dirs!r}\nrandom.seed(1234)\nnp.random.seed(1234)\ntag = None")
     paths = {"root": [setup]}
     ok(kernel, setup, new_state_name="root")
     for i in range(10):

@@ -38,6 +38,7 @@ class Kind:
     same: Optional[Callable[[Any], bool]] = None
     carried: Callable[[], bool] = lambda: False  # kept in a context variable: a state's
     # context carries it from cell to cell, so it is read and written only to save it
+    alone: Optional[Callable[[Any], bool]] = None  # true of a value whose cells run alone
 
     def active(self):
         return self.library is None or self.library in sys.modules
@@ -214,7 +215,7 @@ kind("warnings", lambda: list(warnings.filters), _write_filters)
 kind("logging", _read_logging, _write_logging, same=_same_logging_noted)
 kind("decimal", _read_decimal, _write_decimal, scope=THREAD, carried=lambda: True)
 kind("module attributes", monkeypatches.read, monkeypatches.write, same=monkeypatches.same,
-     fresh=lambda: monkeypatches.NONE)
+     fresh=lambda: monkeypatches.NONE, alone=monkeypatches.Patches.alone)
 
 
 # -- numpy -------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import sys
 import threading
 import types
 
-from . import imports, places
+from . import cellfunctions, imports, places
 from .places import ABSENT, MODULES
 
 
@@ -131,10 +131,17 @@ class Patches:
     """Immutable: the watched places whose values differ from their originals, and those
     values (kept as set, not copied). Equal when they hold the same objects."""
 
-    __slots__ = ("values",)
+    __slots__ = ("values", "_alone")
 
     def __init__(self, values):
         self.values = values
+        self._alone = None
+
+    def alone(self):
+        """True if a value is a cell's function (``cellfunctions``): its cells run alone."""
+        if self._alone is None:
+            self._alone = cellfunctions.alone(self.values.values())
+        return self._alone
 
     def __eq__(self, other):
         if not isinstance(other, Patches):
@@ -154,7 +161,7 @@ class Patches:
 
     def __reduce__(self):
         """Each value alone, by plain pickle; one that cannot be pickled so that another
-        process finds it (a function defined in a cell) is left out."""
+        process finds it (a class defined in a cell) is left out."""
         kept = []
         for place, value in self.values.items():
             data = _pickled(value)
@@ -167,6 +174,8 @@ class _ByName(pickle.Pickler):
     """Refuses what only this process's cells can name."""
 
     def reducer_override(self, obj):
+        if cellfunctions.is_twin(obj):  # a function of a cell, as its state keeps it
+            return cellfunctions.reduce_twin(obj)
         if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, type)):
             module = getattr(obj, "__module__", None)
             if module == "__main__":
@@ -243,12 +252,20 @@ def _unplanned(place, original):
     return original if owner is ABSENT else places.current(place, owner)
 
 
+def _current(place, mapping, key, original):
+    value = _unplanned(place, original) if mapping is None else mapping.get(key, ABSENT)
+    return cellfunctions.twin_of(value) if type(value) is _FUNCTION else value
+
+
+_FUNCTION = types.FunctionType
+
+
 def read():
     if not _watched:
         return NONE
     values = {}
     for place, mapping, key, original in _reading():
-        value = _unplanned(place, original) if mapping is None else mapping.get(key, ABSENT)
+        value = _current(place, mapping, key, original)
         if value is not original:
             values[place] = value
     return Patches(values) if values else NONE
@@ -260,11 +277,34 @@ def same(value):
         return not value.values
     wanted = value.values
     for place, mapping, key, original in _reading():
-        current = _unplanned(place, original) if mapping is None else \
-            mapping.get(key, ABSENT)
-        if current is not wanted.get(place, original):
+        if _current(place, mapping, key, original) is not wanted.get(place, original):
             return False
     return len(wanted) <= len(_watched) and all(place in _watched for place in wanted)
+
+
+def bind(working):
+    """Before a cell, once its namespace is open: each watched place holding a function of
+    a cell gets this cell's (``cellfunctions.bound``)."""
+    cellfunctions.begin(working.namespace)
+    if not _watched:
+        return
+    for place, mapping, key, original in _reading():
+        value = _current(place, mapping, key, original)
+        if cellfunctions.is_twin(value):
+            owner = places.owner_of(place)
+            if owner is not ABSENT:
+                setattr(owner, place[1], cellfunctions.bound(value, working))
+
+
+def unbind(working):
+    """After a cell: the functions of its namespace in watched places get their twins now,
+    while it counts as running, for its settings to be read as."""
+    try:
+        if _watched:
+            for entry in _reading():
+                _current(*entry)
+    finally:
+        cellfunctions.end(working.namespace)
 
 
 def write(target):

@@ -147,13 +147,15 @@ class Gate:
         self._condition = threading.Condition()
         self._current = current  # what the process holds, as far as the gate knows
         self._running = 0
+        self._alone = False  # the running cell must run alone (``_alone``)
 
     def enter(self, wanted, run=None):
         """Wait until the process can hold ``wanted``, make it so, and count the cell in.
         Returns True if other cells are running beside it; None, counting nothing in,
         if execution ``run`` is asked to stop while it waits."""
+        alone = _alone(wanted)
         with self._condition:
-            while self._running and not _same(self._current, wanted):
+            while self._running and (alone or self._alone or not _same(self._current, wanted)):
                 if run is not None and run.interrupt_requested:
                     return None
                 self._condition.wait(SLICE)
@@ -162,6 +164,7 @@ class Gate:
                 apply_shared(wanted)
                 self._current = wanted
             self._running += 1
+            self._alone = alone
             return self._running > 1
 
     def forget(self):
@@ -182,10 +185,24 @@ class Gate:
         """Count a cell out; ``after`` is what the process held when it ended."""
         with self._condition:
             self._running -= 1
+            self._alone = False
             self._current = after
             others = self._running > 0
             self._condition.notify_all()
         return others
+
+
+def _alone(wanted):
+    """True if settings ``wanted`` hold a value that cannot be shared by two cells at once
+    (a function of a cell in a module attribute, which reads the running cell's globals)."""
+    for each in _ALONE:
+        value = wanted.get(each.name)
+        if value is not None and each.alone(value):
+            return True
+    return False
+
+
+_ALONE = [each for each in SCOPES[PROCESS] if each.alone is not None]
 
 
 def _same(current, wanted):

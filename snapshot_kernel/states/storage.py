@@ -260,6 +260,10 @@ class Working:
             copier = self._copy_groups_in(names)
             names = [] if copier is None else self._reached_by(copier.codes)
 
+    def materialize_code(self, code):
+        """Copy in what ``code`` (a function's, made over this namespace) may touch."""
+        self.materialize(self._reached_by([code]))
+
     def _copy_groups_in(self, names):
         """Copy in, with one memo, the groups of ``names`` not copied yet."""
         # A group may still list names that no longer share with it (a child keeps its
