@@ -237,14 +237,22 @@ def crash_error(cause, last_checkpoint, states_kept):
 
 
 def _characters(value):
-    """Characters of the strings in ``value`` (a reply: dicts, lists, strings, numbers)."""
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(len(key) + _characters(each) for key, each in value.items())
-    if isinstance(value, (list, tuple)):
-        return sum(_characters(each) for each in value)
-    return 8
+    """Characters of the strings in ``value`` (a reply: dicts, lists, strings, numbers).
+    Every execution's reply is counted: a loop, without a generator per level."""
+    total, todo = 0, [value]
+    while todo:
+        each = todo.pop()
+        if isinstance(each, str):
+            total += len(each)
+        elif isinstance(each, dict):
+            for key, item in each.items():
+                total += len(key) if isinstance(key, str) else 8
+                todo.append(item)
+        elif isinstance(each, (list, tuple)):
+            todo.extend(each)
+        else:
+            total += 8
+    return total
 
 
 def stuck_error(run, grace):
