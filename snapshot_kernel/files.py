@@ -28,6 +28,15 @@ DEFAULT_MAX_FILE = 1 << 30  # bytes: the largest file a client may store (--max-
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _CONFLICTS = (errno.ENOTEMPTY, errno.EISDIR, errno.ENOTDIR)
 
+# What _parts takes, as patterns that Python's re and ECMA-262 read alike, so GET
+# /openapi.json says which paths are refused before anything is touched. A segment is
+# anything but NUL and '/', and never '..'; the first is not empty (not absolute).
+_SEGMENT = r"(?:[^./\x00][^/\x00]*|\.(?:[^./\x00][^/\x00]*)?|\.\.[^/\x00]+)"
+PATH_PATTERN = rf"^{_SEGMENT}(?:/{_SEGMENT}?)*$"
+# What store takes: the same, ending in a name (not '', '.' or '..'), so never a directory.
+_NAME = r"(?:[^./\x00][^/\x00]*|\.[^./\x00][^/\x00]*|\.\.[^/\x00]+)"
+FILE_PATTERN = rf"^(?:{_SEGMENT}(?:/{_SEGMENT}?)*/)?{_NAME}$"
+
 
 class Workdir:
     """Files below ``root`` (resolved once, at creation), each at most ``max_file`` bytes."""
@@ -40,7 +49,7 @@ class Workdir:
         """``(binary file, size, content type)`` of the regular file at ``path``; the
         caller closes the file."""
         real = self._resolve(_parts(path))
-        with _refusals(path):
+        with _refusals(path, writing=False):
             # O_NONBLOCK: opening a FIFO must not wait for a writer (regular files ignore it).
             fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK)
         status = os.fstat(fd)
@@ -55,7 +64,7 @@ class Workdir:
         """``{"files": [{"name", "size", "mtime", "is_dir"}]}`` of the directory at
         ``path``, sorted by name."""
         real = self._resolve(_parts(path))
-        with _refusals(path or "."), os.scandir(real) as entries:
+        with _refusals(path or ".", writing=False), os.scandir(real) as entries:
             found = [_described(entry) for entry in entries]
         return {"files": sorted(found, key=lambda item: item["name"])}
 
@@ -69,7 +78,7 @@ class Workdir:
         """Write the bytes ``chunks`` yields as the file at ``path``, making the
         directories it needs; ``{"name", "size"}``. On any failure nothing is left."""
         parts = _parts(path)
-        if not parts or path.endswith("/"):
+        if path.rsplit("/", 1)[-1] in ("", "."):
             raise InvalidPath(f"{path!r} names a directory; name the file to write")
         real = self._resolve(parts)
         made = []
@@ -93,7 +102,7 @@ class Workdir:
         if not parts:
             raise InvalidPath("the working directory itself cannot be deleted")
         target = os.path.join(self._resolve(parts[:-1]), parts[-1])
-        with _refusals(path):
+        with _refusals(path, writing=False):
             if os.path.isdir(target) and not os.path.islink(target):
                 os.rmdir(target)
             else:
@@ -179,8 +188,10 @@ def _described(entry):
 
 
 @contextlib.contextmanager
-def _refusals(path):
-    """Turn what the operating system refuses for ``path`` into the kernel's errors."""
+def _refusals(path, writing=True):
+    """Turn what the operating system refuses for ``path`` into the kernel's errors. A
+    name longer than the file system holds names nothing there to read or delete (404),
+    and cannot be written (400)."""
     try:
         yield
     except FileNotFoundError:
@@ -193,6 +204,9 @@ def _refusals(path):
             raise NoSpace(f"no room to store {path!r}: {os.strerror(exc.errno)}") from None
         if exc.errno in _CONFLICTS:
             raise FileConflict(_conflict(path, exc.errno)) from None
+        if exc.errno == errno.ENAMETOOLONG and not writing:
+            raise UnknownFile(f"no file or directory {path!r} in the working directory: "
+                              f"{os.strerror(exc.errno)}") from None
         if exc.errno in (errno.ENAMETOOLONG, errno.ELOOP):
             raise InvalidPath(f"{path!r}: {os.strerror(exc.errno)}") from None
         raise

@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import stat
+from urllib.parse import quote
 
 import pytest
 import webtest
@@ -216,7 +217,26 @@ def test_a_path_that_escapes_the_working_directory_is_400_and_changes_nothing(
 def test_the_working_directory_itself_is_not_deleted_or_written(app, work):
     assert_json_error(send(app, "DELETE", "/files/."), 400, "working directory itself")
     assert_json_error(send(app, "PUT", "/files/new/", b"x"), 400, "names a directory")
+    assert_json_error(send(app, "PUT", "/files/new/.", b"x"), 400, "names a directory")
     assert work.is_dir() and not (work / "new").exists()
+
+
+# Found by fuzzing (schemathesis): a name of 381 bytes (Zalgo text) was a 400 for DELETE.
+LONG = quote("e\u0301" * 100)  # 200 characters, 300 bytes in UTF-8: past NAME_MAX (255)
+LONG_NAMES = {"get": ("GET", f"/files/{LONG}"), "list": ("GET", f"/files/{LONG}/"),
+              "delete": ("DELETE", f"/files/{LONG}"), "below": ("GET", f"/files/data/{LONG}/x")}
+
+
+@pytest.mark.parametrize("method, path", LONG_NAMES.values(), ids=LONG_NAMES)
+def test_a_name_longer_than_the_file_system_holds_names_no_file(app, method, path):
+    assert_json_error(send(app, method, path), 404,
+                      "no file or directory", "too long")
+
+
+def test_a_name_longer_than_the_file_system_holds_is_not_written(app, work):
+    before = tree(work)
+    assert_json_error(send(app, "PUT", f"/files/data/new/{LONG}", b"x"), 400, "too long")
+    assert tree(work) == before
 
 
 def test_a_link_that_stays_inside_is_followed(app, work):

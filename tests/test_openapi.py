@@ -2,6 +2,7 @@
 server's real replies match, successes and every error status a test can provoke."""
 
 import http.client
+import itertools
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import helpers
 from conftest import TOKEN
 from helpers import WAIT, wait_until_running
 from snapshot_kernel.web import bodies, openapi, vocabulary
-from snapshot_kernel.errors import InvalidName, check_name
+from snapshot_kernel.errors import InvalidName, InvalidPath, KernelError, check_name
 from snapshot_kernel.files import Workdir
 from snapshot_kernel.kernel import SnapshotKernel
 from snapshot_kernel.main import create_app
@@ -397,6 +398,36 @@ def test_the_name_schema_accepts_the_names_the_kernel_accepts(world, name):
     except ValidationError:
         valid = False
     assert valid == accepted
+
+
+def paths_over(alphabet, longest):
+    """Every string of 1 to ``longest`` characters drawn from ``alphabet``."""
+    return ["".join(chars) for length in range(1, longest + 1)
+            for chars in itertools.product(alphabet, repeat=length)]
+
+
+def test_the_path_schemas_accept_exactly_the_paths_the_server_takes(world, tmp_path):
+    """Every path of up to 6 characters over 'a', '.', '/' and NUL, against the document's
+    schema for reading and deleting (valid unless the server refuses it with a 400 before
+    touching the disk) and for writing (valid unless PUT refuses it so). Found by fuzzing:
+    the schema took any string, so a schema-valid path could be a 400."""
+    described = described_by(world)
+    reading, writing = (next(param["schema"] for param in
+                             described.document["paths"]["/files/{path}"][method]["parameters"]
+                             if param["name"] == "path") for method in ("delete", "put"))
+    workdir = Workdir(tmp_path)
+    for path in paths_over("a./\x00", 6):
+        for schema, attempt in ((reading, workdir.open), (writing, lambda path: workdir.store(
+                path, iter([b"x"])))):
+            try:
+                attempt(path)
+                taken = True
+            except InvalidPath:
+                taken = False
+            except KernelError:  # taken, then not there, or of the wrong kind
+                taken = True
+            assert Draft202012Validator(schema).is_valid(path) == taken, \
+                (path, schema["pattern"])
 
 
 def test_a_state_that_could_not_be_saved_lists_what_it_lost(tmp_path):

@@ -1,17 +1,25 @@
 """The routes of the OpenAPI document that move bytes: files (``/files``) and state archives
 (export and import)."""
 
+from ..files import FILE_PATTERN, PATH_PATTERN
 from .vocabulary import (BODY_ERRORS, FILE_ERRORS, TEXT, TIMESTAMP, header, json_reply, mapping,
                          nullable, obj, operation, ref)
 
 
-FILE_PATH = {"type": "string", "minLength": 1,
-             "description": "relative to the working directory, '/' between directories"}
+# The patterns are exactly what the server takes before it touches the disk (a 400 past
+# them). What they cannot say: a name of more than 255 bytes in UTF-8 (most file systems'
+# limit) names no file to read, list or delete (404), and cannot be written (400).
+PATH_LIMITS = ("relative to the working directory, '/' between directories; not absolute, "
+               "no '..' segment, no NUL; a name in it is at most 255 bytes in UTF-8")
+FILE_PATH = {"type": "string", "minLength": 1, "pattern": PATH_PATTERN,
+             "description": PATH_LIMITS}
+FILE_NAME = {"type": "string", "minLength": 1, "pattern": FILE_PATTERN,
+             "description": PATH_LIMITS + "; ends in the file's name, not '/' or '.'"}
 
 
-def file_path(description):
+def file_path(description, schema=FILE_PATH):
     return {"name": "path", "in": "path", "required": True, "description": description,
-            "schema": FILE_PATH}
+            "schema": schema}
 
 
 def file_paths(max_file):
@@ -21,7 +29,7 @@ def file_paths(max_file):
     write = operation(
         "write_file", "files", "Store the body as the file, making the directories it needs; "
         "an existing file is replaced whole.", stored, *FILE_ERRORS, "503", "507",
-        *BODY_ERRORS, parameters=path, requestBody={"required": False, "content": {
+        *BODY_ERRORS, parameters=[file_path("the file", FILE_NAME)], requestBody={"required": False, "content": {
             "application/octet-stream": {"schema": {"description": "the file's bytes; none "
                                                                    "stores an empty file"}}}},
         description=f"Streamed to disk, never held in memory; up to --max-file ({max_file} "
