@@ -137,7 +137,8 @@ def test_output_is_passed_on_as_it_comes():
 def test_background_commands_are_not_waited_for():
     output, started = [], time.monotonic()
     assert commands.run("sleep 5 & echo started", output.append, None) == 0
-    assert output == ["started\n"] and time.monotonic() - started < 2
+    # Under the 5 s of the sleep, with room for a loaded CI machine.
+    assert output == ["started\n"] and time.monotonic() - started < 4
 
 
 def _written(path):
@@ -174,8 +175,8 @@ def test_an_interrupt_kills_the_command_and_its_children(namespace, tmp_path):
     assert interrupt.raise_in_thread(thread.ident)
     thread.join(5)
     assert not thread.is_alive() and outcome == ["interrupted"]
-    assert time.monotonic() - interrupted < 2  # not the 30 s of the command
-    killed = time.monotonic() + 2  # SIGKILL is sent; a loaded machine may take a moment
+    assert time.monotonic() - interrupted < 10  # not the 30 s of the command
+    killed = time.monotonic() + 5  # SIGKILL is sent; a loaded machine may take a moment
     while _alive(pid):
         assert time.monotonic() < killed, "the command's child outlived the interrupt"
         time.sleep(0.01)
