@@ -14,7 +14,9 @@ returns the route's JSON reply as a dict. An error reply raises ``ClientError``,
 or the subclass for its status (``BadRequest``, ``Unauthorized``, ``NotFound``,
 ``Conflict``, ``TooLarge``, ``Busy``), whose message is the server's
 ``{"error": ...}``. A server that cannot be reached raises ``OSError`` (or
-``http.client.HTTPException`` for what is not HTTP). Each thread keeps one
+``http.client.HTTPException`` for what is not HTTP), but a waiting ``execute``
+whose connection closes under its cell (a crash of the server process) returns
+the reply the server recorded for it (``KernelCrash``). Each thread keeps one
 keep-alive connection; a connection the server closed while idle is replaced
 before it is used. Files move in pieces both ways, never whole in memory.
 """
@@ -26,6 +28,7 @@ import socket
 import threading
 import time
 import urllib.parse
+import uuid
 
 DEFAULT_TIMEOUT = 30.0  # seconds a request may take beyond what it asks the server to wait
 MAX_POLL = 60.0         # seconds the server lets one GET /executions/<id>?wait= wait
@@ -106,14 +109,41 @@ class Client:
     def execute(self, code, state_name="initial", *, new_state_name=None, exec_id=None,
                 timeout=None, max_output=None, wait=True):
         """Run ``code`` on ``state_name``: the reply once the cell ends, or with
-        ``wait=False`` at once ``{"exec_id", "status", "location"}`` (poll ``execution``)."""
+        ``wait=False`` at once ``{"exec_id", "status", "location"}`` (poll ``execution``).
+
+        A waiting call whose connection closes before the reply (the cell crashed the
+        server process, or a proxy hung up) returns the reply the server recorded for
+        the execution: for a crash, a ``KernelCrash`` error naming the cause. So the
+        call sends an ``exec_id`` of its own when given none."""
+        if wait and exec_id is None:
+            exec_id = uuid.uuid4().hex
         fields = {"code": code, "state_name": state_name, "new_state_name": new_state_name,
                   "exec_id": exec_id, "timeout": timeout, "max_output": max_output,
                   "wait": wait}
         body = {name: value for name, value in fields.items() if value is not None}
         # A waiting request lasts as long as its cell: the cell's timeout bounds it.
         waits = 0.0 if not wait else None if timeout is None else timeout
-        return self._json("POST", "/execute", body, waits)
+        try:
+            return self._json("POST", "/execute", body, waits)
+        except (ConnectionError, http.client.HTTPException) as lost:
+            if not wait:
+                raise
+            return self._reply_after_hang_up(exec_id, lost)
+
+    def _reply_after_hang_up(self, exec_id, lost):
+        """The reply of execution ``exec_id``, whose connection closed before its reply
+        came: the server process crashed under the cell (the next one reports it
+        ``crashed``), or something between here and the server dropped the connection
+        (the server then interrupts the cell). Waits up to MAX_POLL s for it. ``lost``
+        is raised again if the server has no record of it or cannot be reached."""
+        self.close()
+        try:
+            record = self.execution(exec_id, MAX_POLL)
+        except (NotFound, OSError, http.client.HTTPException):
+            raise lost from None
+        if record["reply"] is None:  # still running after all that waiting
+            raise lost
+        return record["reply"]
 
     def execution(self, exec_id, wait=0.0):
         """The record of ``exec_id`` (status, output so far, ``reply`` once it ended),

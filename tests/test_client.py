@@ -5,6 +5,8 @@ import http.server
 import io
 import os
 import shutil
+import socket
+import socketserver
 import threading
 import time
 
@@ -14,7 +16,7 @@ from helpers import WAIT
 from snapshot_kernel import client as client_module
 from snapshot_kernel.client import (BadRequest, Busy, Client, ClientError, Conflict, NotFound,
                                     TooLarge, Unauthorized)
-from test_server import TOKEN, Server
+from test_server import TOKEN, Server, start_server  # noqa: F401
 
 MAX_FILE = 1_000_000
 
@@ -213,6 +215,106 @@ def test_a_server_that_is_not_there_is_an_os_error():
 def test_a_url_that_is_not_http_is_refused():
     with pytest.raises(ValueError, match="http:// or https://"):
         Client("ftp://host", TOKEN)
+
+
+# -- a reply lost with its connection ----------------------------------------------------------
+
+def test_a_cell_that_crashes_the_server_process_gets_the_crash_as_its_reply(start_server):
+    server = start_server()  # as a user starts it: a supervisor, states in a private directory
+    with Client(f"http://127.0.0.1:{server.port}", TOKEN, timeout=WAIT) as kernel:
+        kernel.execute("x = 41", new_state_name="before")
+        reply = kernel.execute("import os\nos._exit(7)", "before")
+        assert (reply["state_name"], reply["error"]["ename"]) == (None, "KernelCrash")
+        assert "exited with status 7" in reply["error"]["evalue"]
+        record = kernel.execution(reply["exec_id"])
+        assert (record["status"], record["crash"]["exit_status"]) == ("crashed", 7)
+        named = kernel.execute("import ctypes\nctypes.string_at(0)", "before", exec_id="segv")
+        assert named["exec_id"] == "segv" and "SIGSEGV" in named["error"]["evalue"]
+        assert kernel.execute("x + 1", "before")["output"][-1]["data"]["text/plain"] == "42"
+
+
+class _HangUp(socketserver.BaseRequestHandler):
+    """Reads a request and closes the connection without a reply."""
+
+    requests = []
+
+    def handle(self):
+        self.requests.append(self.request.recv(65536).split(b"\r\n", 1)[0])
+
+
+def test_a_hang_up_before_the_server_knows_the_execution_is_raised():
+    fake = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _HangUp)
+    threading.Thread(target=fake.serve_forever, args=(0.01,), daemon=True).start()
+    try:
+        with Client(f"http://127.0.0.1:{fake.server_address[1]}", TOKEN) as nowhere:
+            with pytest.raises(ConnectionError):
+                nowhere.execute("1 + 1", exec_id="e1")
+    finally:
+        fake.shutdown()
+        fake.server_close()
+    assert _HangUp.requests == [b"POST /execute HTTP/1.1",  # then the lookup, which fails too
+                                b"GET /executions/e1?wait=60.000 HTTP/1.1"]
+
+
+def test_a_proxy_hanging_up_under_a_cell_gets_the_servers_reply(served, tmp_path):
+    """The server interrupts a cell whose client left; the client hears how it ended."""
+    proxy = _DroppingProxy(served[0].port, after=0.5)
+    try:
+        with Client(f"http://127.0.0.1:{proxy.port}", TOKEN, timeout=WAIT) as behind:
+            reply = behind.execute(wait_cell(tmp_path / "never"), exec_id="dropped")
+            record = behind.execution("dropped")
+    finally:
+        proxy.close()
+    assert reply["error"]["ename"] == "KeyboardInterrupt" and reply["exec_id"] == "dropped"
+    assert (record["status"], record["interrupt_reason"]) == ("interrupted", "disconnect")
+
+
+class _DroppingProxy:
+    """Forwards connections to ``port``; the first one it closes ``after`` s."""
+
+    def __init__(self, port, after):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port, self.upstream, self.after = self.listener.getsockname()[1], port, after
+        self.connections = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            self.connections += [client, server]
+            for source, target in ((client, server), (server, client)):
+                threading.Thread(target=_pipe, args=(source, target), daemon=True).start()
+            if len(self.connections) == 2:
+                threading.Timer(self.after, _close, (client, server)).start()
+
+    def close(self):
+        self.listener.close()
+        _close(*self.connections)
+
+
+def _pipe(source, target):
+    try:
+        while True:
+            data = source.recv(65536)
+            if not data:
+                break
+            target.sendall(data)
+    except OSError:  # one side was closed
+        pass
+    _close(source, target)
+
+
+def _close(*sockets):
+    for each in sockets:
+        try:
+            each.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        each.close()
 
 
 # -- the connection ------------------------------------------------------------------------
