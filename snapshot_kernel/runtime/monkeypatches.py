@@ -174,8 +174,8 @@ class _ByName(pickle.Pickler):
     """Refuses what only this process's cells can name."""
 
     def reducer_override(self, obj):
-        if cellfunctions.is_twin(obj):  # a function of a cell, as its state keeps it
-            return cellfunctions.reduce_twin(obj)
+        if type(obj) is types.FunctionType and cellfunctions.is_twin(obj):
+            return cellfunctions.reduce_twin(obj)  # a function of a cell, as its state keeps it
         if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, type)):
             module = getattr(obj, "__module__", None)
             if module == "__main__":
@@ -254,10 +254,7 @@ def _unplanned(place, original):
 
 def _current(place, mapping, key, original):
     value = _unplanned(place, original) if mapping is None else mapping.get(key, ABSENT)
-    return cellfunctions.twin_of(value) if type(value) is _FUNCTION else value
-
-
-_FUNCTION = types.FunctionType
+    return cellfunctions.twin_of(value) if cellfunctions.twinnable(value) else value
 
 
 def read():
