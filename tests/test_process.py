@@ -385,6 +385,31 @@ def test_a_partial_of_a_cell_function_survives_a_restart_and_a_class_is_left_out
     assert done.stdout == "7 False\n"
 
 
+MOCKED = ("import json\nfrom unittest import mock\n"
+          "p = mock.patch('json.dumps', lambda obj, **options: 'mocked')\np.start()")
+MOCK_PROBE = "print(json.dumps(1), json.loads('2'), len(mock._patch._active_patches))"
+
+
+def test_mock_patches_started_in_one_cell_are_stopped_in_later_ones_of_each_branch(kernel):
+    """``p.stop()`` and ``mock.patch.stopall()`` in a later cell stop what the state
+    started, in any order across branches, as in one process per lineage."""
+    tree = {"started": ("initial", MOCKED), "stopped": ("started", "p.stop()"),
+            "all": ("started", "mock.patch.stopall()"),
+            "twice": ("stopped", "p.stop()\nmock.patch.stopall()"),
+            "two": ("started", "q = mock.patch('json.loads', lambda text: 'q')\nq.start()"),
+            "two-p": ("two", "p.stop()"), "two-all": ("two-p", "mock.patch.stopall()"),
+            "again": ("started", "mock.patch.stopall()")}
+    lineage = {"initial": []}
+    for name, (parent, cell) in tree.items():
+        ok(kernel, cell, parent, new_state_name=name)
+        lineage[name] = lineage[parent] + [cell]
+    expected = {"started": "mocked 2 1", "stopped": "1 2 0", "all": "1 2 0", "twice": "1 2 0",
+                "two": "mocked q 2", "two-p": "1 q 1", "two-all": "1 2 0", "again": "1 2 0"}
+    for name in tree:
+        assert printed(kernel, MOCK_PROBE, name) == replayed(
+            lineage[name] + [MOCK_PROBE], HOME) == expected[name] + "\n", name
+
+
 def test_cells_on_states_holding_functions_of_cells_in_module_attributes_run_alone(kernel):
     """One module attribute holds one function for the process: two cells that each need
     theirs in it never run at once, and each reads its own globals all along."""

@@ -22,7 +22,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from . import monkeypatches
+from . import mocks, monkeypatches
 
 PROCESS, THREAD = "process", "thread"  # process-wide, or the cell thread's own
 
@@ -216,6 +216,8 @@ kind("logging", _read_logging, _write_logging, same=_same_logging_noted)
 kind("decimal", _read_decimal, _write_decimal, scope=THREAD, carried=lambda: True)
 kind("module attributes", monkeypatches.read, monkeypatches.write, same=monkeypatches.same,
      fresh=lambda: monkeypatches.NONE, alone=monkeypatches.Patches.alone)
+kind("unittest.mock", mocks.read, mocks.write, library="unittest.mock", same=mocks.same,
+     fresh=lambda: mocks.NONE)
 
 
 # -- numpy -------------------------------------------------------------------------------
