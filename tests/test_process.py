@@ -7,6 +7,7 @@ parent never sees a branch's, and a state run twice gives the same answer.
 
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -15,6 +16,7 @@ import pytest
 
 import helpers
 from helpers import WAIT, ok, printed
+from test_server import TOKEN, start_server  # noqa: F401
 
 np = pytest.importorskip("numpy")
 HOME = os.getcwd()  # where the tests (and so the kernels they make) start
@@ -38,6 +40,9 @@ SETTINGS = [
      "import warnings\nprint(warnings.filters[0][0])"),
     ("import logging\nlogging.getLogger('sk.probe').setLevel(logging.ERROR)",
      "import logging\nprint(logging.getLogger('sk.probe').level)"),
+    ("import logging, sys\nlogging.root.addHandler(logging.StreamHandler(sys.stdout))",
+     "import logging, sys\nprint([h.stream is sys.stdout for h in logging.root.handlers "
+     "if type(h) is logging.StreamHandler])"),
     ("import sys\nsys.setrecursionlimit(4321)", "import sys\nprint(sys.getrecursionlimit())"),
     ("import socket\nsocket.setdefaulttimeout(7.5)",
      "import socket\nprint(socket.getdefaulttimeout())"),
@@ -408,6 +413,32 @@ def test_mock_patches_started_in_one_cell_are_stopped_in_later_ones_of_each_bran
     for name in tree:
         assert printed(kernel, MOCK_PROBE, name) == replayed(
             lineage[name] + [MOCK_PROBE], HOME) == expected[name] + "\n", name
+
+
+def test_logging_configured_in_a_branch_is_the_branchs_and_survives_a_restart(
+        start_server, tmp_path):
+    """``logging.basicConfig`` in one branch leaves a sibling's to do its own (it does
+    nothing once the root logger has a handler), and the handler comes back after a
+    restart. A server process: pytest's own handlers are on this one's root logger."""
+    from snapshot_kernel.client import Client
+    flags = ["--state-dir", str(tmp_path / "states")]
+    configure = "logging.basicConfig(level=logging.INFO, format='{}:%(message)s')\n"
+    server = start_server(flags=flags)
+    with Client(f"http://127.0.0.1:{server.port}", TOKEN, timeout=WAIT) as kernel:
+        kernel.execute("import logging", new_state_name="base")
+        for name in "ab":
+            reply = kernel.execute(configure.format(name) + f"logging.info('{name}')", "base",
+                                   new_state_name=name)
+            assert reply["output"] == [{"output_type": "stream", "name": "stderr",
+                                        "text": f"{name}:{name}\n"}], reply
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(WAIT)
+    server = start_server(flags=flags)
+    with Client(f"http://127.0.0.1:{server.port}", TOKEN, timeout=WAIT) as kernel:
+        reply = kernel.execute("logging.info('again')", "b")
+        assert reply["output"][0]["text"] == "b:again\n", reply
+        reply = kernel.execute("logging.warning('w')", "base")
+        assert reply["output"][0]["text"] == "WARNING:root:w\n", reply
 
 
 def test_cells_on_states_holding_functions_of_cells_in_module_attributes_run_alone(kernel):

@@ -174,6 +174,75 @@ def _write_decimal(target):
                                        [signals[name] for name in traps]))
 
 
+class RootHandlers:
+    """Immutable: the root logger's handlers (``logging.basicConfig`` adds one), kept as
+    set, not copied. Equal when it holds the same handler objects. Saved as recipes:
+    a stream handler to ``sys.stdout`` or ``sys.stderr`` and a file handler (appending)
+    come back after a restart with their level and plain formatter; others do not."""
+
+    __slots__ = ("handlers",)
+
+    def __init__(self, handlers):
+        self.handlers = tuple(handlers)
+
+    def __eq__(self, other):
+        if not isinstance(other, RootHandlers):
+            return NotImplemented
+        return _same_objects(self.handlers, other.handlers)
+
+    def __ne__(self, other):
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = None
+
+    def __reduce__(self):
+        recipes = [recipe for recipe in map(_handler_recipe, self.handlers) if recipe]
+        return (_handlers_made, (tuple(recipes),))
+
+
+def _same_objects(mine, theirs):
+    return len(mine) == len(theirs) and all(a is b for a, b in zip(mine, theirs))
+
+
+def _handler_recipe(handler):
+    """What makes ``handler`` again in another process, or None."""
+    formatter = handler.formatter
+    if formatter is not None and type(formatter) is not logging.Formatter:
+        return None
+    style = next((key for key, kind in logging._STYLES.items()
+                  if formatter is not None and type(formatter._style) is kind[0]), "%")
+    looks = (handler.level, formatter and (formatter._fmt, formatter.datefmt, style))
+    if type(handler) is logging.FileHandler:
+        return ("file", handler.baseFilename, handler.encoding, *looks)
+    if type(handler) is logging.StreamHandler:
+        for name in ("stdout", "stderr"):
+            if handler.stream is getattr(sys, name) or handler.stream is getattr(sys, f"__{name}__"):
+                return ("stream", name, None, *looks)
+    return None
+
+
+def _handlers_made(recipes):
+    handlers = []
+    for kind_, where, encoding, level, looks in recipes:
+        try:
+            if kind_ == "file":
+                handler = logging.FileHandler(where, "a", encoding=encoding, delay=True)
+            else:
+                handler = logging.StreamHandler(getattr(sys, where))
+        except OSError:  # its file's directory is gone: the state has no such handler now
+            continue
+        handler.setLevel(level)
+        if looks is not None:
+            handler.setFormatter(logging.Formatter(*looks))
+        handlers.append(handler)
+    return RootHandlers(handlers)
+
+
+def _write_root_handlers(target):
+    logging.root.handlers[:] = target.handlers
+
+
 kind("cwd", os.getcwd, os.chdir)
 kind("environ", _read_environ, _write_environ,
      same=lambda value: os.environ._data == value)
@@ -213,6 +282,9 @@ kind("socket.timeout", socket.getdefaulttimeout, socket.setdefaulttimeout)
 kind("umask", _read_umask, os.umask)
 kind("warnings", lambda: list(warnings.filters), _write_filters)
 kind("logging", _read_logging, _write_logging, same=_same_logging_noted)
+kind("logging.root handlers", lambda: RootHandlers(logging.root.handlers),
+     _write_root_handlers,
+     same=lambda value: _same_objects(logging.root.handlers, value.handlers))
 kind("decimal", _read_decimal, _write_decimal, scope=THREAD, carried=lambda: True)
 kind("module attributes", monkeypatches.read, monkeypatches.write, same=monkeypatches.same,
      fresh=lambda: monkeypatches.NONE, alone=monkeypatches.Patches.alone)
