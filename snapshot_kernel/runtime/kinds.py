@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from . import mocks, monkeypatches
+from .identity import SameObjects
 
 PROCESS, THREAD = "process", "thread"  # process-wide, or the cell thread's own
 
@@ -174,35 +175,17 @@ def _write_decimal(target):
                                        [signals[name] for name in traps]))
 
 
-class RootHandlers:
+class RootHandlers(SameObjects):
     """Immutable: the root logger's handlers (``logging.basicConfig`` adds one), kept as
-    set, not copied. Equal when it holds the same handler objects. Saved as recipes:
-    a stream handler to ``sys.stdout`` or ``sys.stderr`` and a file handler (appending)
-    come back after a restart with their level and plain formatter; others do not."""
+    set, not copied. Saved as recipes: a stream handler to ``sys.stdout`` or
+    ``sys.stderr`` and a file handler (appending) come back after a restart with their
+    level and plain formatter; others do not."""
 
-    __slots__ = ("handlers",)
-
-    def __init__(self, handlers):
-        self.handlers = tuple(handlers)
-
-    def __eq__(self, other):
-        if not isinstance(other, RootHandlers):
-            return NotImplemented
-        return _same_objects(self.handlers, other.handlers)
-
-    def __ne__(self, other):
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
-
-    __hash__ = None
+    __slots__ = ()
 
     def __reduce__(self):
-        recipes = [recipe for recipe in map(_handler_recipe, self.handlers) if recipe]
+        recipes = [recipe for recipe in map(_handler_recipe, self.objects) if recipe]
         return (_handlers_made, (tuple(recipes),))
-
-
-def _same_objects(mine, theirs):
-    return len(mine) == len(theirs) and all(a is b for a, b in zip(mine, theirs))
 
 
 def _handler_recipe(handler):
@@ -240,7 +223,7 @@ def _handlers_made(recipes):
 
 
 def _write_root_handlers(target):
-    logging.root.handlers[:] = target.handlers
+    logging.root.handlers[:] = target.objects
 
 
 kind("cwd", os.getcwd, os.chdir)
@@ -284,7 +267,7 @@ kind("warnings", lambda: list(warnings.filters), _write_filters)
 kind("logging", _read_logging, _write_logging, same=_same_logging_noted)
 kind("logging.root handlers", lambda: RootHandlers(logging.root.handlers),
      _write_root_handlers,
-     same=lambda value: _same_objects(logging.root.handlers, value.handlers))
+     same=lambda value: value.holds(logging.root.handlers))
 kind("decimal", _read_decimal, _write_decimal, scope=THREAD, carried=lambda: True)
 kind("module attributes", monkeypatches.read, monkeypatches.write, same=monkeypatches.same,
      fresh=lambda: monkeypatches.NONE, alone=monkeypatches.Patches.alone)

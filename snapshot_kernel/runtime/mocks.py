@@ -23,30 +23,16 @@ attributes keep the values the state saved (``monkeypatches``).
 import sys
 import weakref
 
+from .identity import SameObjects
+
 _LIBRARY = "unittest.mock"
 _stopped = weakref.WeakSet()  # shared patches stopped from the list (their attributes kept)
 
 
-class Started:
-    """Immutable: the patches started and not stopped, oldest first. Equal when it
-    holds the same objects."""
+class Started(SameObjects):
+    """Immutable: the patches started and not stopped, oldest first."""
 
-    __slots__ = ("patches",)
-
-    def __init__(self, patches):
-        self.patches = tuple(patches)
-
-    def __eq__(self, other):
-        if not isinstance(other, Started):
-            return NotImplemented
-        return len(self.patches) == len(other.patches) and all(
-            mine is theirs for mine, theirs in zip(self.patches, other.patches))
-
-    def __ne__(self, other):
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
-
-    __hash__ = None
+    __slots__ = ()
 
     def __reduce__(self):
         return (Started, ((),))  # what a restarted process has: see the module docstring
@@ -68,13 +54,11 @@ def read():
 
 
 def same(value):
-    active = _active()
-    return len(active) == len(value.patches) and all(
-        mine is theirs for mine, theirs in zip(active, value.patches))
+    return value.holds(_active())
 
 
 def write(target):
-    _active()[:] = target.patches
+    _active()[:] = target.objects
 
 
 def _stopping(stop):
