@@ -121,12 +121,18 @@ kind("environ", _read_environ, _write_environ,
 kind("sys.path", lambda: list(sys.path), _write_path, same=lambda value: sys.path == value)
 def _random_words():
     """The Mersenne Twister state of ``random``'s generator, read from its C struct
-    (``int index; uint32_t state[624]`` after the object header): 0.6 µs, where
-    ``getstate()`` takes 10. None where the layout is not that (checked once)."""
-    return ctypes.string_at(id(random._inst) + _RANDOM_OFFSET, 4 + 624 * 4)
+    (``int index; uint32_t state[624]`` after the object header): 0.1 µs, where
+    ``getstate()`` takes 10. The layout is checked once (``_random_layout_known``)."""
+    generator = random._inst
+    if _words[0] is not generator:  # a cell may put another generator there
+        _words[:] = generator, (ctypes.c_char * _RANDOM_BYTES).from_address(
+            id(generator) + _RANDOM_OFFSET)
+    return _words[1].raw  # a copy: no foreign call, which ctypes.string_at would be
 
 
 _RANDOM_OFFSET = 2 * ctypes.sizeof(ctypes.c_void_p)  # past the reference count and type
+_RANDOM_BYTES = 4 + 624 * 4
+_words = [None, None]  # the generator read, and its words as a ctypes array (holds it alive)
 
 
 def _random_layout_known():

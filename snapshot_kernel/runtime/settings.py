@@ -52,6 +52,8 @@ class Process:
         """The Process a cell that started from this one ended with, in ``context``."""
         shared = _changed(self.shared, PROCESS)
         own = context.run(_changed, self.own, THREAD, True)
+        if shared is self.shared and own is self.own and self.context == () and not context:
+            return self  # nothing changed and no context: the common cell shares its parent's
         values = tuple((var, _copied(value)) for var, value in context.items())
         return Process(shared, own, values)
 
