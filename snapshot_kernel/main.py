@@ -74,6 +74,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     app.default_error_handler = _json_error
     expected = token.encode("utf-8")
     app.add_hook("before_request", lambda: _authorize(expected))
+    app.add_hook("before_request", _refuse_a_path_not_utf8)
     app.install(_map_kernel_errors)
     waiting = _Slots(max_running)
     files = Workdir(os.getcwd()) if files is None else files
@@ -114,7 +115,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.get("/executions/<exec_id>/output")
     def get_output(exec_id):
-        stream = bottle.request.query.getunicode("stream", "stdout")
+        stream = _query_text("stream", "stdout")
         if stream not in ("stdout", "stderr"):
             raise bottle.HTTPError(400, "stream must be stdout or stderr")
         offset = _query_number("offset", 0, MAX_OFFSET, whole=True)
@@ -181,10 +182,13 @@ def _add_file_routes(app, files, waiting):
 
     @app.get("/files/<path:path>/")  # before the next route, which would take it too
     def list_directory(path):
-        return files.listing(path)
+        return files.listing(_file_path(path, directory=True))
 
     @app.get("/files/<path:path>")
     def read_file(path):
+        path = _file_path(path)
+        if path.endswith("/"):  # sent as '...%2F': a directory, as it is sent with '/'
+            return files.listing(path[:-1])
         opened, size, content_type = files.open(path)
         try:
             slot = waiting.slot()
@@ -201,11 +205,25 @@ def _add_file_routes(app, files, waiting):
         length = body_length(environ)
         files.check_size(length)
         with waiting.slot():
-            return files.store(path, body_chunks(environ, length))
+            return files.store(_file_path(path), body_chunks(environ, length))
 
     @app.delete("/files/<path:path>")
     def delete_file(path):
-        return files.delete(path)
+        return files.delete(_file_path(path))
+
+
+def _file_path(path, directory=False):
+    """The path a /files request names, given the one Bottle routed. Cheroot leaves '%2F'
+    encoded in PATH_INFO, to tell it from '/'; here it is a '/', as under other WSGI servers
+    and as a client that quotes a whole path (``quote(path, safe="")``) means it, so the
+    refusals of ``Workdir`` see the path the client sent. A literal '%' is '%25'. (The
+    path is UTF-8: ``_refuse_a_path_not_utf8`` ran first.)"""
+    uri = bottle.request.environ.get("REQUEST_URI", "")
+    if "%2f" not in uri.lower():  # Bottle's path is the one sent (or the server decoded it)
+        return path
+    sent = urllib.parse.unquote(urllib.parse.urlsplit(uri).path, errors="strict")
+    sent = sent[len("/files/"):]
+    return sent[:-1] if directory else sent
 
 
 class _Download:
@@ -340,7 +358,19 @@ def _header_text(value):
 
 
 def _query_number(name, default, highest, whole=False):
-    return query_number(name, bottle.request.query.getunicode(name), default, highest, whole)
+    return query_number(name, _query_text(name), default, highest, whole)
+
+
+def _query_text(name, default=None):
+    """Query parameter ``?name=`` as text; ``default`` if absent, a 400 if not UTF-8
+    (Bottle's ``getunicode`` answers ``default`` then, as if it had not been sent)."""
+    value = bottle.request.query.get(name)
+    if value is None:
+        return default
+    try:
+        return value.encode("latin-1").decode("utf-8")  # Bottle decodes the query as latin-1
+    except UnicodeError:
+        raise BadRequest(400, f"?{name}= is not UTF-8 once its %-escapes are decoded") from None
 
 
 def _authorize(expected):
@@ -349,6 +379,17 @@ def _authorize(expected):
         raise bottle.HTTPError(
             401, "missing or wrong token: send 'Authorization: Bearer <token>' or ?token=<token>",
             **{"WWW-Authenticate": "Bearer"})
+
+
+def _refuse_a_path_not_utf8():
+    """Refuse a request whose path, %-escapes decoded, is not UTF-8. Bottle would drop the
+    bytes that are not (``decode("utf8", "ignore")``) and route what is left, so ``DELETE
+    /states/a%FFb`` would delete ``ab`` and ``PUT /files/x%FF.txt`` replace ``x.txt``."""
+    try:
+        bottle.request.environ["bottle.raw_path"].encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        raise bottle.HTTPError(400, "the request's path is not UTF-8 once its %-escapes are "
+                                    "decoded; names and paths here are UTF-8") from None
 
 
 def _presented_token():

@@ -209,6 +209,17 @@ def test_an_unknown_name_or_route_is_404(app, method, path, body):
     assert state_names(app) == ["initial"]
 
 
+def test_a_path_that_is_not_utf8_is_400_and_names_no_other_state(app):
+    # Bottle drops the bytes that do not decode: this DELETE would have deleted "ab".
+    execute(app, "x = 1", new_state_name="ab")
+    for method, path in [("DELETE", "/states/a%FFb"), ("GET", "/states/a%FFb"),
+                         ("GET", "/states/ab%C3"), ("POST", "/exec%FFute")]:
+        response = send(app, method, path)
+        assert_json_error(response, 400)
+        assert "not UTF-8" in response.json["error"]
+    assert state_names(app) == ["initial", "ab"]
+
+
 @pytest.mark.parametrize("method, path", [("GET", "/execute"), ("PATCH", "/states/initial"),
                                           ("POST", "/states"), ("GET", "/reset"),
                                           ("GET", "/interrupt"), ("POST", "/states/initial/export")])

@@ -35,7 +35,10 @@ BAD_QUERIES = ["/executions/x?wait=-1", "/executions/x?wait=1000", "/executions/
                "/executions/x/output?stream=stdin", "/executions/x/output?offset=-5",
                # Empty is not absent: GET /openapi.json says a number, or a stream's name.
                "/executions/x?wait=", "/executions/x/output?offset=",
-               "/executions/x/output?limit=", "/executions/x/output?stream="]
+               "/executions/x/output?limit=", "/executions/x/output?stream=",
+               # Not UTF-8: Bottle's getunicode answers as if the parameter were absent.
+               "/executions/x?wait=%FF", "/executions/x/output?stream=%FF",
+               "/executions/x/output?offset=%FF"]
 
 
 @pytest.mark.parametrize("path", BAD_QUERIES)
