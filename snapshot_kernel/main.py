@@ -26,13 +26,14 @@ from .mcp import cli as mcp_cli
 from .web import openapi
 from .web.bodies import (DEFAULT_MAX_IMPORT, DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS,
                          INTERRUPT_FIELDS, MAX_OFFSET, MAX_PAGE, MAX_POLL, BadRequest, BodyStream,
-                         body_chunks, body_length, json_body, query_number)
+                         json_body, query_number)
 from .files import Workdir
 from .render import render_text
 from .states.store import StoreError
 from .cli import (DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, enter_workdir, kernel_from, parse_args,
                   private_state_dir)
 from .supervisor import supervise
+from .web.fileroutes import add_file_routes
 from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, SHUTDOWN_TIMEOUT, error_body,
                          exit_now, listening_socket, make_server, serve_until_signalled)
 
@@ -164,77 +165,13 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     def diff_states(name, other):
         return kernel.diff(name, other)
 
-    _add_file_routes(app, files, waiting)
+    add_file_routes(app, files, waiting)
 
     @app.get("/openapi.json")
     def openapi_document():
         return openapi.document(max_body, files.max_file, max_import)
 
     return app
-
-
-def _add_file_routes(app, files, waiting):
-    """/files/...: the working directory's files, streamed both ways."""
-
-    @app.get("/files/")
-    def list_workdir():
-        return files.listing("")
-
-    @app.get("/files/<path:path>/")  # before the next route, which would take it too
-    def list_directory(path):
-        return files.listing(_file_path(path, directory=True))
-
-    @app.get("/files/<path:path>")
-    def read_file(path):
-        path = _file_path(path)
-        if path.endswith("/"):  # sent as '...%2F': a directory, as it is sent with '/'
-            return files.listing(path[:-1])
-        opened, size, content_type = files.open(path)
-        try:
-            slot = waiting.slot()
-        except bottle.HTTPError:
-            opened.close()
-            raise
-        bottle.response.content_type = content_type
-        bottle.response.set_header("Content-Length", str(size))
-        return _Download(opened, slot.release)
-
-    @app.put("/files/<path:path>")
-    def write_file(path):
-        environ = bottle.request.environ
-        length = body_length(environ)
-        files.check_size(length)
-        with waiting.slot():
-            return files.store(_file_path(path), body_chunks(environ, length))
-
-    @app.delete("/files/<path:path>")
-    def delete_file(path):
-        return files.delete(_file_path(path))
-
-
-def _file_path(path, directory=False):
-    """The path a /files request names, given the one Bottle routed. Cheroot leaves '%2F'
-    encoded in PATH_INFO, to tell it from '/'; here it is a '/', as under other WSGI servers
-    and as a client that quotes a whole path (``quote(path, safe="")``) means it, so the
-    refusals of ``Workdir`` see the path the client sent. A literal '%' is '%25'. (The
-    path is UTF-8: ``_refuse_a_path_not_utf8`` ran first.)"""
-    uri = bottle.request.environ.get("REQUEST_URI", "")
-    if "%2f" not in uri.lower():  # Bottle's path is the one sent (or the server decoded it)
-        return path
-    sent = urllib.parse.unquote(urllib.parse.urlsplit(uri).path, errors="strict")
-    sent = sent[len("/files/"):]
-    return sent[:-1] if directory else sent
-
-
-class _Download:
-    """A file being sent, which frees its slot when the server closes it."""
-
-    def __init__(self, opened, release):
-        self.read, self._file, self._release = opened.read, opened, release
-
-    def close(self):
-        self._file.close()
-        self._release()
 
 
 def _execute_arguments(body):
