@@ -75,7 +75,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     app.default_error_handler = _json_error
     expected = token.encode("utf-8")
     app.add_hook("before_request", lambda: _authorize(expected))
-    app.add_hook("before_request", _refuse_a_path_not_utf8)
+    app.add_hook("before_request", _route_the_path_sent)
     app.install(_map_kernel_errors)
     waiting = _Slots(max_running)
     files = Workdir(os.getcwd()) if files is None else files
@@ -318,15 +318,23 @@ def _authorize(expected):
             **{"WWW-Authenticate": "Bearer"})
 
 
-def _refuse_a_path_not_utf8():
-    """Refuse a request whose path, %-escapes decoded, is not UTF-8. Bottle would drop the
-    bytes that are not (``decode("utf8", "ignore")``) and route what is left, so ``DELETE
-    /states/a%FFb`` would delete ``ab`` and ``PUT /files/x%FF.txt`` replace ``x.txt``."""
+def _route_the_path_sent():
+    """Route the path the client sent. Bottle drops the bytes of a path that are not UTF-8
+    (``decode("utf8", "ignore")``) and routes what is left, so ``DELETE /states/a%FFb``
+    would delete ``ab``: such a path is refused. Cheroot leaves '%2F' encoded in PATH_INFO
+    (to tell it from '/'), where other servers and WebTest decode it: here it is a '/' too,
+    so ``/files/`` plus ``quote(path, safe="")`` names the file ``path``, and the checks
+    on a path see the one sent. A literal '%' is '%25'."""
+    environ = bottle.request.environ
     try:
-        bottle.request.environ["bottle.raw_path"].encode("latin-1").decode("utf-8")
+        environ["bottle.raw_path"].encode("latin-1").decode("utf-8")
     except UnicodeError:
         raise bottle.HTTPError(400, "the request's path is not UTF-8 once its %-escapes are "
                                     "decoded; names and paths here are UTF-8") from None
+    uri = environ.get("REQUEST_URI", "")
+    if "%2f" in uri.lower():
+        sent = urllib.parse.unquote(urllib.parse.urlsplit(uri).path, errors="strict")
+        environ["PATH_INFO"] = sent[len(environ.get("SCRIPT_NAME", "")):]
 
 
 def _presented_token():

@@ -194,6 +194,21 @@ def test_a_non_ascii_token_sent_as_utf8_bearer_is_accepted(start_server):
     assert (status, body) == (200, {"states": ["initial"]})
 
 
+def test_a_state_name_is_read_from_the_path_as_the_client_sent_it(server):
+    # Cheroot leaves '%2F' encoded and Bottle drops bytes that are not UTF-8; neither may
+    # make a request name a state other than the one its path spells.
+    conn = server.connect()
+    for name in ("ab", "a%2Fb"):
+        assert call(conn, "POST", "/execute", {"code": "x = 1", "state_name": "initial",
+                                               "new_state_name": name})[0] == 200
+    assert call(conn, "GET", "/states/a%252Fb")[1]["name"] == "a%2Fb"
+    status, body = call(conn, "GET", "/states/a%2Fb")  # 'a/b': no such route
+    assert status == 404 and "no route '/states/a/b'" in body["error"]
+    status, body = call(conn, "DELETE", "/states/a%FFb")
+    assert status == 400 and "not UTF-8" in body["error"]
+    assert call(conn, "GET", "/states")[1]["states"] == ["initial", "ab", "a%2Fb"]
+
+
 def test_without_a_token_the_server_exits_naming_the_variable():
     done = subprocess.run([sys.executable, "-m", "snapshot_kernel.main", "--bind", "127.0.0.1:0"],
                           env=server_env(None), stdin=subprocess.DEVNULL, capture_output=True,

@@ -1,7 +1,5 @@
 """The /files routes: the working directory's files (``files.Workdir``), streamed both
-ways, at the path the client sent."""
-
-import urllib.parse
+ways."""
 
 import bottle
 
@@ -18,13 +16,10 @@ def add_file_routes(app, files, waiting):
 
     @app.get("/files/<path:path>/")  # before the next route, which would take it too
     def list_directory(path):
-        return files.listing(_sent_path(path, directory=True))
+        return files.listing(path)
 
     @app.get("/files/<path:path>")
     def read_file(path):
-        path = _sent_path(path)
-        if path.endswith("/"):  # sent as '...%2F': a directory, as it is sent with '/'
-            return files.listing(path[:-1])
         opened, size, content_type = files.open(path)
         try:
             slot = waiting.slot()
@@ -41,25 +36,11 @@ def add_file_routes(app, files, waiting):
         length = body_length(environ)
         files.check_size(length)
         with waiting.slot():
-            return files.store(_sent_path(path), body_chunks(environ, length))
+            return files.store(path, body_chunks(environ, length))
 
     @app.delete("/files/<path:path>")
     def delete_file(path):
-        return files.delete(_sent_path(path))
-
-
-def _sent_path(path, directory=False):
-    """The path a /files request names, given the one Bottle routed. Cheroot leaves '%2F'
-    encoded in PATH_INFO, to tell it from '/'; here it is a '/', as under other WSGI servers
-    and as a client that quotes a whole path (``quote(path, safe="")``) means it, so the
-    refusals of ``Workdir`` see the path the client sent. A literal '%' is '%25'. (The
-    path is UTF-8: ``main`` refuses any other first.)"""
-    uri = bottle.request.environ.get("REQUEST_URI", "")
-    if "%2f" not in uri.lower():  # Bottle's path is the one sent (or the server decoded it)
-        return path
-    sent = urllib.parse.unquote(urllib.parse.urlsplit(uri).path, errors="strict")
-    sent = sent[len("/files/"):]
-    return sent[:-1] if directory else sent
+        return files.delete(path)
 
 
 class _Download:
