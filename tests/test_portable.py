@@ -67,7 +67,7 @@ PROBE = """
 print(pts[1].norm(), alias is pts, isinstance(pts[0], Point), inc(), square(3), cube(2))
 print(big[:9], big.sum(), every_third.base is big, every_third[5], grid[3, 7], grid.flags.f_contiguous)
 print(small.dtype, small.sum(), df.shape, df.b.iloc[4], int(df.a.sum()), len(filtered), note)
-print(frozen.flags.writeable, sorted(k for k in globals() if k[0] != '_' and k != 'lock'))
+print(frozen.flags.writeable, [k for k in sorted(globals()) if k[0] != '_' and k != 'lock'])
 SCALE = 10
 print(pts[1].norm(), square(1), cube(1))
 big[0] = 99.0
