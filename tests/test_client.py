@@ -319,10 +319,19 @@ def _close(*sockets):
 
 # -- the connection ------------------------------------------------------------------------
 
+def wait_until_the_server_closes(sock):
+    """Return once the server has closed ``sock``, which it does after --request-timeout
+    (1 s) idle, checked every half second or so: a fixed sleep was once too short on CI."""
+    deadline = time.monotonic() + WAIT
+    while not client_module._closed_by_peer(sock):
+        assert time.monotonic() < deadline, "the server kept an idle connection open"
+        time.sleep(0.05)
+
+
 def test_a_get_meeting_a_closed_connection_is_sent_again(kernel, monkeypatch):
     kernel.states()
+    wait_until_the_server_closes(kernel._local.conn.sock)
     monkeypatch.setattr(client_module, "_closed_by_peer", lambda sock: False)  # not seen
-    time.sleep(1.5)
     assert kernel.states() == {"states": ["initial"]}
 
 
@@ -331,7 +340,7 @@ def test_calls_share_one_connection_and_survive_the_server_closing_it(kernel):
     first = kernel._local.conn.sock
     kernel.states()
     assert kernel._local.conn.sock is first
-    time.sleep(1.5)  # the server closes a connection idle for --request-timeout (1 s)
+    wait_until_the_server_closes(first)
     assert kernel.execute("1 + 1")["error"] is None  # a POST is never sent twice: it must
     assert kernel._local.conn.sock is not first      # see the closed connection first
 
