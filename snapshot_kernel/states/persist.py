@@ -51,6 +51,7 @@ class Pickler(pickle.Pickler):
         super().__init__(file, protocol=5)
         self.buffers = buffers
         self.blobs = set()
+        self._references = {}  # id(obj) -> (obj, its persistent id): see persistent_id
 
     def reducer_override(self, obj):
         reducer = _REDUCERS.get(type(obj))
@@ -66,6 +67,20 @@ class Pickler(pickle.Pickler):
         return NotImplemented
 
     def persistent_id(self, obj):
+        """``reference(obj)``, the same tuple at every occurrence of ``obj`` in this pickle."""
+        # Pickle asks at every occurrence and never memoizes an object that has a persistent
+        # id, but it memoizes the id, a tuple: the same tuple writes a buffer once, however
+        # many views refer to it (each view's id held its base's bytes again: quadratic).
+        found = self._references.get(id(obj))
+        if found is not None:
+            return found[1]
+        reference = self.reference(obj)
+        if reference is not None:
+            self._references[id(obj)] = (obj, reference)  # obj kept: its id stays its own
+        return reference
+
+    def reference(self, obj):
+        """The persistent id of ``obj``: a stored mapping, or an array (see ``_array_id``)."""
         if type(obj) is cow.Mapping and obj.stored:
             if obj.blob is None or obj.blob.path is None:
                 self.buffers.freeze(obj)  # to a file of the state directory
