@@ -52,22 +52,33 @@ class Pickler(pickle.Pickler):
         self.buffers = buffers
         self.blobs = set()
         self._references = {}  # id(obj) -> (obj, its persistent id): see persistent_id
+        # Pickle calls both hooks below for every object (persistent_id even for ints), so
+        # each first rules out, by type, what it has nothing to do with: most objects.
+        numpy = sys.modules.get("numpy")  # (no array can exist before numpy is imported)
+        self._referable = frozenset({cow.Mapping} | ({numpy.ndarray} if numpy else set()))
+        self._ordinary = set()  # types reducer_override leaves to pickle
 
     def reducer_override(self, obj):
-        reducer = _REDUCERS.get(type(obj))
+        kind = type(obj)
+        if kind in self._ordinary:
+            return NotImplemented
+        reducer = _REDUCERS.get(kind)
         if reducer is not None:
             return reducer(self, obj)
         if isinstance(obj, _thread._local):  # its lineage's values (libraries/_thread.py)
-            return _make_local, (type(obj), thread_locals.lineage_values(obj))
-        if isinstance(obj, type) and obj.__module__ == "__main__":
-            return _reduce_class(obj)
+            return _make_local, (kind, thread_locals.lineage_values(obj))
+        if isinstance(obj, type):
+            return _reduce_class(obj) if obj.__module__ == "__main__" else NotImplemented
         numpy = sys.modules.get("numpy")
         if numpy is not None and isinstance(obj, numpy.ndarray):  # (exact ones: persistent_id)
             return _reduce_subclass_view(numpy, obj)
+        self._ordinary.add(kind)
         return NotImplemented
 
     def persistent_id(self, obj):
         """``reference(obj)``, the same tuple at every occurrence of ``obj`` in this pickle."""
+        if type(obj) not in self._referable:
+            return None
         # Pickle asks at every occurrence and never memoizes an object that has a persistent
         # id, but it memoizes the id, a tuple: the same tuple writes a buffer once, however
         # many views refer to it (each view's id held its base's bytes again: quadratic).
