@@ -124,7 +124,9 @@ def _copy_on_write(copier, arr, root):
     def fill(mapping):
         np.copyto(np.ndarray(arr.shape, arr.dtype, buffer=mapping, strides=strides), arr)
 
-    stored = buffers.new(fill, arr.nbytes)
+    contiguous = arr.flags.c_contiguous or arr.flags.f_contiguous  # laid out as its copy
+    stored = buffers.new(fill, arr.nbytes,
+                         arr.ravel(order="K").view(np.uint8) if contiguous else None)
     _count(copier, stored, reused=False)
     return _on(arr, stored, 0, strides)
 

@@ -44,13 +44,14 @@ _CLASS_SKIP = frozenset({"__dict__", "__weakref__", "_abc_impl"})
 
 
 class Pickler(pickle.Pickler):
-    """Pickles stored objects; big buffers become references to blobs (``blobs`` names
-    the blob files used, so the store knows what a record needs)."""
+    """Pickles stored objects; big buffers become references to blobs (``blobs`` maps the
+    paths of the blob files used to their ``cow.Blob``, so the store knows what a record
+    needs)."""
 
     def __init__(self, file, buffers):
         super().__init__(file, protocol=5)
         self.buffers = buffers
-        self.blobs = set()
+        self.blobs = {}
         self._references = {}  # id(obj) -> (obj, its persistent id): see persistent_id
         # Pickle calls both hooks below for every object (persistent_id even for ints), so
         # each first rules out, by type, what it has nothing to do with: most objects.
@@ -95,7 +96,7 @@ class Pickler(pickle.Pickler):
         if type(obj) is cow.Mapping and obj.stored:
             if obj.blob is None or obj.blob.path is None:
                 self.buffers.freeze(obj)  # to a file of the state directory
-            self.blobs.add(obj.blob.path)
+            self.blobs[obj.blob.path] = obj.blob
             pages = {page: obj[page * cow.PAGE:(page + 1) * cow.PAGE] for page in obj.overlay}
             return ("mapping", id(obj), obj.blob.path.rsplit("/", 1)[-1], pages)
         numpy = sys.modules.get("numpy")
@@ -226,7 +227,7 @@ def dumps(values, buffers, pickler=Pickler):
     ``blobs`` of a ``pickler``, a Pickler class)."""
     lost = {}
     if pickler is Pickler and all(type(value) in _PLAIN for value in values.values()):
-        return pickle.dumps(values, protocol=5), set(), lost  # what Pickler would write
+        return pickle.dumps(values, protocol=5), {}, lost  # what Pickler would write
     try:
         return (*_dump(values, buffers, pickler), lost)
     except _CANNOT_PICKLE:  # find which names: they are lost, the others are saved
