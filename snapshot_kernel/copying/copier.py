@@ -32,7 +32,7 @@ import threading
 import types
 import weakref
 
-from . import handlers
+from . import handlers, iterators  # (each registers its handlers)
 from .dispatch import ATOMIC, UNPINNED, Pending, Uncopyable, handler_for, same_contents
 from .covariables import CoVariables
 from .reducing import Reducing

@@ -10,6 +10,8 @@ restored state behaves as before the restart:
   value; instances refer to them. Other metaclasses (``Enum``) cannot be;
 * modules are saved by name and imported again;
 * memoryviews, as views of their exporter (``copying.views``);
+* iterators and dict views of Python's containers, with their type and place
+  (``copying.iterators``);
 * weak references, weak dicts and sets, ``lru_cache`` functions, static and
   class methods, properties and mapping proxies, which pickle refuses;
 * numpy arrays on copy-on-write mappings are saved as references to blob
@@ -34,7 +36,7 @@ import types
 import weakref
 
 from . import cow
-from ..copying import views
+from ..copying import iterators, views
 from ..copying.stored import STORED_GLOBALS, StoredNamespace
 from ..libraries import _thread as thread_locals
 
@@ -425,6 +427,14 @@ def _make_memoryview(exporter, *layout):
     return views.rebuild(exporter, views.Layout(*layout))
 
 
+def _reduce_iterator(pickler, it):
+    try:
+        found = iterators.reduction(it)
+    except ValueError as exc:
+        raise pickle.PicklingError(str(exc)) from None
+    return NotImplemented if found is None else found
+
+
 def _reduce_namespace(pickler, obj):
     return _stored_globals, ()
 
@@ -441,5 +451,5 @@ _REDUCERS = {
     functools._lru_cache_wrapper: _reduce_lru_cache, staticmethod: _reduce_wrapper,
     classmethod: _reduce_wrapper, property: _reduce_property,
     types.MappingProxyType: _reduce_mappingproxy, StoredNamespace: _reduce_namespace,
-    memoryview: _reduce_memoryview,
+    memoryview: _reduce_memoryview, **dict.fromkeys(iterators.TYPES, _reduce_iterator),
 }
