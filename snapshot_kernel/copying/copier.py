@@ -27,6 +27,7 @@ and in addition
   not a reason to share: MemoryError propagates and fails the cell.
 """
 
+import gc
 import itertools
 import threading
 import types
@@ -63,6 +64,23 @@ def copy_names(source, names, target, aliases=(), track=False, replace=(), origi
     Runs user code (``__deepcopy__``, ``__reduce_ex__``, ``__setstate__``,
     ``__init_subclass__``), so call it where user exceptions are handled.
     """
+    # The cyclic collector, woken by every 700 new containers, went through the process's
+    # objects (every state's) again and again while a large value was copied: 35-40% of
+    # the copy of a figure. What a copy makes it keeps, so the collector waits for it.
+    # Switched off inside the try: an interrupt anywhere after it is switched on again.
+    enabled = gc.isenabled()  # (a cell may have switched it off itself: then it stays off)
+    try:
+        if enabled:
+            gc.disable()
+        return _copy_names(source, names, target, aliases, track, replace, origins, buffers,
+                           globals_)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _copy_names(source, names, target, aliases, track, replace, origins, buffers, globals_):
+    """``copy_names``, with the collector off."""
     namespace = target if globals_ is None else globals_
     copier = None  # made on the first value that needs one: most cells touch none
     for name in names:
@@ -209,10 +227,9 @@ class Copier(Reducing):
     def unpin(self):
         """Let go of the copies whose type is unpinned (``register_unpinned``): the memo
         no longer refers to them, though ``made`` still maps their ids to their originals."""
-        if UNPINNED:
-            for key, new in list(self.memo.items()):
-                if type(new) in UNPINNED:
-                    del self.memo[key]
+        if UNPINNED:  # (keys only: a list of every item made the collector run, and run)
+            for key in [key for key, new in self.memo.items() if type(new) in UNPINNED]:
+                del self.memo[key]
 
     def hit(self, key):
         """Bookkeeping for a memo hit: sharing is contagious, and names reaching it group."""
