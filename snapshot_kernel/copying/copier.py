@@ -64,16 +64,21 @@ def copy_names(source, names, target, aliases=(), track=False, replace=(), origi
     Runs user code (``__deepcopy__``, ``__reduce_ex__``, ``__setstate__``,
     ``__init_subclass__``), so call it where user exceptions are handled.
     """
-    # The cyclic collector, woken by every 700 new containers, went through the process's
-    # objects (every state's) again and again while a large value was copied: 35-40% of
-    # the copy of a figure. What a copy makes it keeps, so the collector waits for it.
-    # Switched off inside the try: an interrupt anywhere after it is switched on again.
+    return collector_off(_copy_names, source, names, target, aliases, track, replace, origins,
+                         buffers, globals_)
+
+
+def collector_off(function, *args):
+    """``function(*args)`` with Python's cyclic garbage collector off, for work that makes
+    many objects and keeps them (a copy, a pickle's memo, an unpickled state)."""
+    # Woken by every 700 new containers, the collector went through the process's objects
+    # (every state's) again and again: 35-40% of copying a figure. Switched off inside the
+    # try, so an interrupt anywhere after that switches it on again.
     enabled = gc.isenabled()  # (a cell may have switched it off itself: then it stays off)
     try:
         if enabled:
             gc.disable()
-        return _copy_names(source, names, target, aliases, track, replace, origins, buffers,
-                           globals_)
+        return function(*args)
     finally:
         if enabled:
             gc.enable()

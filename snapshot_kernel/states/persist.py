@@ -37,6 +37,7 @@ import weakref
 
 from . import cow
 from ..copying import iterators, views
+from ..copying.copier import collector_off
 from ..copying.stored import STORED_GLOBALS, StoredNamespace
 from ..libraries import _thread as thread_locals
 
@@ -148,12 +149,13 @@ def _array_id(numpy, arr):
         order = "C" if arr.flags.c_contiguous else "F"
         return ("owned", id(arr), arr.tobytes(order), arr.shape, arr.dtype, order,
                 arr.flags.writeable)
-    start = arr.__array_interface__["data"][0]
+    from ..libraries.numpy import address  # (numpy is imported: an array is here)
+    start = address(arr)
     layout = (arr.shape, arr.dtype, arr.strides, arr.flags.writeable)
     if isinstance(base, cow.Mapping) and base.stored:
         return ("array", id(arr), base, start - base.address, *layout)
     if isinstance(base, numpy.ndarray) and not base.dtype.hasobject:
-        offset = start - base.__array_interface__["data"][0]
+        offset = start - address(base)
         if type(base) is not numpy.ndarray:  # a subclass's memory: check it is a buffer
             try:
                 numpy.ndarray(arr.shape, arr.dtype, buffer=base, offset=offset,
@@ -251,12 +253,12 @@ _CANNOT_PICKLE = (pickle.PicklingError, TypeError, AttributeError, ValueError, R
 def _dump(value, buffers, pickler_class):
     file = io.BytesIO()
     pickler = pickler_class(file, buffers)
-    pickler.dump(value)
+    collector_off(pickler.dump, value)  # its memo keeps what __getstate__ methods make
     return file.getvalue(), pickler.blobs
 
 
 def loads(data, directory):
-    return Unpickler(io.BytesIO(data), directory).load()
+    return collector_off(Unpickler(io.BytesIO(data), directory).load)
 
 
 # -- reductions ----------------------------------------------------------------------------
