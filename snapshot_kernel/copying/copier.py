@@ -350,8 +350,8 @@ class Copier(Reducing):
                 self.made[id(new)] = obj
             else:  # storing: a copy identical to the stored object it came from is that object
                 origin = self.origins.get(key, _MISS)
-                if type(origin) is type(new) and same_contents(new, origin):
-                    new, fresh = origin, False
+                if new is origin or type(origin) is type(new) and same_contents(new, origin):
+                    new, fresh = origin, False  # (a handler may find it unchanged itself)
             if self.covariables is not None:
                 self.covariables.copied(key, new, self.label, fresh)
         memo[key] = new

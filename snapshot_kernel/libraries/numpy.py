@@ -52,6 +52,10 @@ def copy_ndarray(copier, arr):
         new = _copy_on_write(copier, arr, root)
         if new is not None:
             return new
+    if copier.storing:  # an array the cell did not change is the stored one: no copy to make
+        origin = copier.origins.get(id(arr))
+        if type(origin) is np.ndarray and same_array(arr, origin):
+            return origin
     return _copy_data(arr)
 
 
