@@ -61,7 +61,8 @@ CASES = [(kind, advanced) for kind in MADE for advanced in ADVANCED]
 
 # Lineages of their own: what a state's iterators and views still see of their container.
 LINEAGES = {
-    "a list iterator sees its list grow": ["c = [1]\nit = iter(c)", "c.append(2)\nprint(list(it))"],
+    "a list iterator sees its list grow": [
+        "c = [1]\nit = iter(c)", "c.append(2)\nprint(list(it))"],
     "a dict iterator fails as its dict grows": [
         DICT + "it = iter(d)\nnext(it)",
         "d['z'] = [0]\ntry:\n    next(it)\nexcept RuntimeError as exc:\n    print(exc)"],
@@ -71,7 +72,8 @@ LINEAGES = {
         DICT + "k, v, i = d.keys(), d.values(), d.items()",
         "d['z'] = [0]\nd['a'].append(9)\nprint(list(k), list(v), len(k), list(i))"],
     "an iterator's items are its container's": [
-        DICT + "it = iter(d.values())", "first = next(it)\nfirst.append(7)\nprint(d, first is d['a'])"],
+        DICT + "it = iter(d.values())",
+        "first = next(it)\nfirst.append(7)\nprint(d, first is d['a'])"],
 }
 
 
@@ -134,8 +136,8 @@ UNREBUILDABLE = {
     "a dict iterator whose dict changed size": (
         "d = {1: 1}\nit = iter(d)\nd[2] = 2", "dict_keyiterator that cannot go on"),
     "an OrderedDict iterator whose keys and values are the same objects": (
-        "import collections\nd = collections.OrderedDict([(1, 1), (2, 2)])\nit = iter(d.values())\n"
-        "next(it)", "cannot be told apart"),
+        "import collections\nd = collections.OrderedDict([(1, 1), (2, 2)])\n"
+        "it = iter(d.values())\nnext(it)", "cannot be told apart"),
 }
 
 
