@@ -139,11 +139,13 @@ def on_server(server, row, number):
 def measure(quick, only=None):
     """``[(row, server's, plain's)]`` for the rows whose name holds ``only`` (all if None);
     a row that failed has its error instead."""
-    found = []
+    found, chosen = [], rows(quick)
+    if only is not None:
+        named = [row for row in chosen if only in row.name]
+        chosen = [row for row in chosen if row in named  # and what their targets compare with
+                  or any(each.against == row.name for each in named)]
     with running("product") as server:
-        for number, row in enumerate(rows(quick)):
-            if only is not None and only not in row.name:
-                continue
+        for number, row in enumerate(chosen):
             progress(row.name)
             try:
                 found.append((row, on_server(server, row, number), in_plain_process(row, quick)))
