@@ -58,7 +58,7 @@ class Blob:
     def __init__(self, fd, size, path=None):
         self.fd, self.size, self.path = fd, size, path
         self._unnamed = []  # its file, until a catalogue names it (``keep``)
-        weakref.finalize(self, _forget, fd, self._unnamed)
+        weakref.finalize(self, _forget, fd, self._unnamed, os.getpid())
 
     @classmethod
     def write(cls, contents, directory=None):
@@ -183,10 +183,11 @@ class Mapping(mmap.mmap):
         return spare
 
 
-def _forget(fd, unnamed):
+def _forget(fd, unnamed, pid):
     os.close(fd)
-    for path in unnamed:
-        _unlink(path)
+    if os.getpid() == pid:  # not in a child a cell forked, ending while the server saves
+        for path in unnamed:
+            _unlink(path)
 
 
 def _unlink(path):
