@@ -25,8 +25,8 @@ import threading
 import time
 import traceback
 
-from .runtime import (capture, display, fs, held, interrupt, kinds, mainmodule, monkeypatches,
-                      plots, settings)
+from .runtime import (capture, display, fs, gate, held, interrupt, kinds, mainmodule,
+                      monkeypatches, plots, settings)
 from . import cell, checkpoints, heap
 from .states import cow
 from .notebook import magics
@@ -83,7 +83,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         kinds.install(capture.INHERITED)
         self._initial_process = None  # the server's settings, read when the first cell runs
         self._initial_lock = threading.Lock()
-        self._gate = settings.GATE
+        self._gate = gate.GATE
         self.server = held.Server(os.path.realpath(workdir or os.getcwd()), fs.read_umask())
         self.timeout, self.grace = timeout, grace
         self.max_cell_memory = max_cell_memory
