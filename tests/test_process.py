@@ -50,6 +50,9 @@ SETTINGS = [
     ("import os\nos.umask(0o077)", "import os\nm = os.umask(0o022); os.umask(m); print(oct(m))"),
     ("import pandas as pd\npd.set_option('display.max_rows', 7)",
      "import pandas as pd\nprint(pd.get_option('display.max_rows'))"),
+    ("import pandas as pd\npd.set_option('display.max_columns', 4)",  # read from pandas' tree
+     "import pandas as pd\nprint(pd.DataFrame([list(range(6))]))\n"
+     "with pd.option_context('display.precision', 3):\n    print(pd.DataFrame([1e-9]))"),
     ("import matplotlib\nmatplotlib.rcParams['lines.linewidth'] = 9.0",
      "import matplotlib\nprint(matplotlib.rcParams['lines.linewidth'])"),
     ("import matplotlib, matplotlib.style\n"

@@ -1,11 +1,12 @@
 """pandas options held per cell.
 
-pandas walks its option tree in ``pandas._config.config._get_root``, and reads a few
-options straight from the tree in ``pandas._config``. Both are replaced: in a thread
-holding a cell's settings, an option reads the cell's value (what its state and the
-cell set, over the process's tree) and a write goes to the cell's own. The process's
-tree keeps the registered defaults: options are registered there, whichever thread
-imports the module that registers them.
+pandas reads its options from one tree of dicts: through ``get_option`` (which walks it
+in ``pandas._config.config._get_root``) and straight from the tree, which many of its
+modules keep (``config["display"]["max_columns"]``). Each section of the tree becomes a
+``HeldSection``, a dict whose items, in a thread holding a cell's settings, are the
+cell's values over the process's; ``_get_root`` is replaced by one whose writes, in such
+a thread, go to the cell's own. The process's tree keeps the registered defaults:
+options are registered there, whichever thread imports the module that registers them.
 
 A state's value is None (pandas' defaults) or ``{option: value}``, what its cells set.
 """
@@ -25,70 +26,57 @@ def _tree():
     return vars(_config())["_global_config"]
 
 
+class HeldSection(dict):
+    """A section of pandas' option tree (see the module's docstring); ``prefix``: the
+    names above it, ending with a dot."""
+
+    __slots__ = ("prefix",)
+
+    def __getitem__(self, key):
+        held = current()
+        if held is not None:
+            overlay = held.value_of(NAME)
+            if overlay is not None:
+                found = overlay.get(self.prefix + key, _ABSENT)
+                if found is not _ABSENT:
+                    return found
+        value = dict.__getitem__(self, key)
+        return _held_section(self, key, value) if type(value) is dict else value
+
+    def get(self, key, default=None):
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
+_ABSENT = object()
+
+
+def _held_section(parent, key, node, prefix=None):
+    """``node``, a plain dict under ``key`` of ``parent``, made a HeldSection there."""
+    section = HeldSection(node)
+    section.prefix = (parent.prefix if prefix is None else prefix) + key + "."
+    dict.__setitem__(parent, key, section)
+    return section
+
+
 class _Section:
-    """A section of the option tree as a cell sees it (``prefix`` ends with a dot);
-    ``held`` None: as the calling thread's cell sees it, if any."""
+    """A section as a cell writes it: ``node[key] = value`` sets the cell's own."""
 
     __slots__ = ("prefix", "node", "held")
 
     def __init__(self, prefix, node, held):
         self.prefix, self.node, self.held = prefix, node, held
 
-    def _held(self):
-        return self.held if self.held is not None else current()
-
     def __getitem__(self, key):
-        full = self.prefix + key
-        held = self._held()
-        overlay = None if held is None else held.value_of(NAME)
-        if overlay is not None and full in overlay:
-            return overlay[full]
-        value = self.node[key]
-        return _Section(full + ".", value, self.held) if type(value) is dict else value
+        return self.node[key]  # (a HeldSection: the cell's value, else the process's)
 
     def __setitem__(self, key, value):
-        held = self._held()
-        if held is None:
-            self.node[key] = value
-            return
-        working = held.working.get(NAME)
+        working = self.held.working.get(NAME)
         if working is None:
-            working = held.working[NAME] = dict(held.values.get(NAME) or {})
+            working = self.held.working[NAME] = dict(self.held.values.get(NAME) or {})
         working[self.prefix + key] = value
-
-    def __contains__(self, key):
-        return key in self.node
-
-    def get(self, key, default=None):
-        return self[key] if key in self.node else default
-
-    def keys(self):
-        return self.node.keys()
-
-    def __iter__(self):
-        return iter(self.node)
-
-
-class _Root:
-    """``pandas._config._global_config``: the process's tree, or a cell's view of it."""
-
-    __slots__ = ()
-
-    def __getitem__(self, key):
-        value = _tree()[key]
-        held = current()
-        if held is None or held.value_of(NAME) is None or type(value) is not dict:
-            return value
-        return _Section(key + ".", value, held)
-
-    def __contains__(self, key):
-        return key in _tree()
-
-    def keys(self):
-        return _tree().keys()
-
-    def __iter__(self):
-        return iter(_tree())
 
 
 def _get_root(key):
@@ -106,9 +94,10 @@ def _get_root(key):
 
 
 def _default(key):
+    """The process's value of option ``key``."""
     node = _tree()
     for part in key.split("."):
-        node = node[part]
+        node = dict.__getitem__(node, part)
     return node
 
 
@@ -153,21 +142,23 @@ def _process_root(key):
     path = key.split(".")
     cursor = _tree()
     for part in path[:-1]:
-        cursor = cursor[part]
+        cursor = dict.__getitem__(cursor, part)
     return cursor, path[-1]
 
 
 def install():
     """Hold pandas' options per cell once pandas is imported; idempotent."""
     config = sys.modules.get("pandas._config.config")
-    package = sys.modules.get("pandas._config")
-    if config is None or package is None or config._get_root is _get_root:
+    if config is None or config._get_root is _get_root:
         return
+    root = _tree()
+    for key, node in list(root.items()):
+        if type(node) is dict:
+            _held_section(root, key, node, prefix="")
     config._get_root = _get_root
-    if "_global_config" in vars(package):
-        package._global_config = _Root()
-    if "_mode_options" in vars(package):  # pandas 1.x kept this section as a global
-        package._mode_options = _Section("mode.", _tree()["mode"], None)
+    package = sys.modules.get("pandas._config")
+    if package is not None and "_mode_options" in vars(package):  # pandas 1.x kept one
+        package._mode_options = root["mode"]
 
 
 def installed():
