@@ -205,7 +205,8 @@ def kernel_from(args, crash=None, journal=None):
                             copy_on_write=args.copy_on_write, state_dir=args.state_dir,
                             max_memory=args.max_memory, crash=crash, journal=journal,
                             private_dir=args.private_dir,
-                            max_cell_memory=cell_memory_limit(args.max_cell_memory))
+                            max_cell_memory=cell_memory_limit(args.max_cell_memory),
+                            workdir=os.getcwd())  # (enter_workdir went there)
 
 
 def cell_memory_limit(flag):

@@ -77,14 +77,16 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         ``max_cell_memory``: the bytes of anonymous memory the process may hold while
         cells run; past it, the running cells are interrupted with a MemoryError
         (``memory``). None: no limit. ``workdir``: where cells run unless their state
-        chose another directory (default: the working directory now)."""
+        chose another directory (default: the process's current directory as each cell
+        starts)."""
         for patch in (capture, interrupt, plots, display, checkpoints, mainmodule, heap):
             patch.install()
         kinds.install(capture.INHERITED)
         self._initial_process = None  # the server's settings, read when the first cell runs
         self._initial_lock = threading.Lock()
         self._gate = gate.GATE
-        self.server = held.Server(os.path.realpath(workdir or os.getcwd()), fs.read_umask())
+        self.server = held.Server(workdir and os.path.realpath(workdir), fs.read_umask(),
+                                  os.path.realpath(os.getcwd()))
         self.timeout, self.grace = timeout, grace
         self.max_cell_memory = max_cell_memory
         self.output_limit, self.image_limit = output_limit, image_limit

@@ -297,6 +297,19 @@ def _when(kernel, exec_id, condition):
     raise AssertionError(f"{exec_id}: {report}")
 
 
+def test_a_kernel_made_without_a_workdir_runs_cells_where_its_host_is(kernel, tmp_path,
+                                                                       monkeypatch):
+    """An embedded kernel (a test's, the docstring corpus's) follows its host's directory:
+    a state whose cells chose none runs where the process is when the cell starts."""
+    ok(kernel, "import os", new_state_name="plain")
+    (tmp_path / "data").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert printed(kernel, "print(os.getcwd())", "plain") == f"{tmp_path}\n"
+    ok(kernel, "os.chdir('data')", "plain", new_state_name="inside")
+    assert printed(kernel, "print(os.getcwd())", "inside") == f"{tmp_path / 'data'}\n"
+    assert os.getcwd() == str(tmp_path)
+
+
 # -- what a cell starts: processes get its environment and directory ----------------------
 
 CHILDREN = ("import os, subprocess\n"

@@ -15,7 +15,8 @@ may start where it was left.)
 
 A state's working directory is None (the server's workdir, wherever the server runs),
 a path relative to the workdir for one inside it, or an absolute path; its umask is
-None (the server's) or a number.
+None (the server's) or a number. A kernel made with no workdir has the process's current
+directory as it is when a cell starts (a host that changes it, a test, moves its cells).
 """
 
 import ctypes
@@ -68,9 +69,27 @@ def available():
     return _available == [True]
 
 
+def workdir_of(server):
+    """``server``'s workdir: its own, or the process's current directory (where threads
+    cannot own theirs, cells move the process's: then the one it had when the kernel was
+    made)."""
+    if server.workdir is not None:
+        return server.workdir
+    if not available():
+        return server.started_in
+    if _process_cwd[0] != _changes[0]:  # (os.chdir, counted: a host's too)
+        _process_cwd[:] = _changes[0], os.path.realpath(f"/proc/{os.getpid()}/cwd")
+    return _process_cwd[1]
+
+
+_process_cwd = [-1, None]  # (_changes[0] then, the main thread's directory): a cell's own
+# thread has its own directory, so the process's is read from /proc
+
+
 def path_of(value, server):
     """The absolute working directory a state's ``value`` names on ``server``."""
-    return server.workdir if value is None else os.path.join(server.workdir, value)
+    workdir = workdir_of(server)
+    return workdir if value is None else os.path.join(workdir, value)
 
 
 def _know(cwd=None, umask=None):
@@ -90,7 +109,7 @@ def _know(cwd=None, umask=None):
 def enter_cwd(held, value):
     if not _local.own:
         owned()
-    target = held.server.workdir if value is None else path_of(value, held.server)
+    target = path_of(value, held.server)
     before = _local.cwd if _local.known == _changes[0] and _local.own else None
     if before is None:
         try:
@@ -118,9 +137,9 @@ def leave_cwd(held, value):
             return value
         _know(cwd=now)
     held.working["cwd now"] = now  # for release_cwd, which follows
-    if now == (held.server.workdir if value is None else path_of(value, held.server)):
+    if now == path_of(value, held.server):
         return value
-    workdir = held.server.workdir
+    workdir = workdir_of(held.server)
     if now == workdir:
         return None
     inside = now.startswith(workdir.rstrip(os.sep) + os.sep)

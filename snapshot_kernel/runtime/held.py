@@ -49,12 +49,13 @@ class Held:
 
 class Server:
     """What a kernel's cells start from where their state says nothing: its working
-    directory and umask (the rest is the process's own, read when used)."""
+    directory (None: the process's current one, ``fs.workdir_of``) and umask (the rest
+    is the process's own, read when used)."""
 
-    __slots__ = ("workdir", "umask")
+    __slots__ = ("workdir", "umask", "started_in")
 
-    def __init__(self, workdir, umask):
-        self.workdir, self.umask = workdir, umask
+    def __init__(self, workdir, umask, started_in):
+        self.workdir, self.umask, self.started_in = workdir, umask, started_in
 
 
 def imported(name):
