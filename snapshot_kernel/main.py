@@ -34,8 +34,9 @@ from .cli import (DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, enter_workdir, kernel_f
                   private_state_dir)
 from .supervisor import supervise
 from .web.fileroutes import add_file_routes
-from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, SHUTDOWN_TIMEOUT, error_body,
-                         exit_now, listening_socket, make_server, serve_until_signalled)
+from .web.process import SHUTDOWN_TIMEOUT, exit_now, serve_until_signalled
+from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, error_body, listening_socket,
+                         make_server)
 
 KERNEL_ERROR_STATUS = {
     errors.InvalidArgument: 400,

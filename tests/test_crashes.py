@@ -25,7 +25,7 @@ from test_openapi import Described
 from test_server import (SERVER_TMPDIR, TIMEOUT, TOKEN, call, server_env,  # noqa: F401
                          start_server)
 from snapshot_kernel import cli, crashes, supervisor
-from snapshot_kernel.web.server import SHUTDOWN_TIMEOUT
+from snapshot_kernel.web.process import SHUTDOWN_TIMEOUT
 
 BACK = 3.0  # seconds from a crash to an answered GET /states, at most (measured: 0.02-0.3 s)
 CLIENTS = 4
