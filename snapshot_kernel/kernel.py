@@ -427,7 +427,6 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
                 name = run.new_state_name or self._auto_name()
                 self._reserved[name] = run
                 state = self._child(name, run, outcome.stored, outcome.process)
-        lost = {}
         if self._store is not None:
             # Noted as running in the state directory if there is no journal, or once it
             # stored a checkpoint: then noted as ended in the transaction saving its state.
@@ -435,13 +434,14 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             if state is not None:
                 if self._journal is not None:  # a crash while saving: was it saved?
                     self._journal.saving(run.exec_id, state.name)
-                lost, failure = self._save(state, run.exec_id if noted else None)
+                failure = self._save(state, run.exec_id if noted else None)
                 if failure is not None:
                     state, outcome = None, Outcome(error=failure)
             if state is None and noted:  # before the reply: a restart cannot report it
                 self._store.ended(run.exec_id)
         if self._journal is not None:  # likewise: a crash after the reply ended nothing
             self._journal.ended(run.exec_id)
+        lost = state.names.lost() if state is not None else None  # inherited ones too
         with self._lock:
             if self._reserved.get(run.new_state_name) is run:
                 del self._reserved[run.new_state_name]
@@ -452,18 +452,21 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
                 else:
                     state, outcome = None, judged(run, outcome, self._generation)
             if not run.done.is_set():
-                run.reply = reply_for(run, outcome, state and state.name, lost)
+                run.reply = reply_for(run, outcome, state and state.name,
+                                      lost if state is not None else None)
                 run.done.set()
             self._runs.end(run)
 
     def _save(self, state, exec_id):
-        """``(lost, None)`` once ``state`` is in the state directory and execution
-        ``exec_id`` no longer noted as running there, or ``(None, error)``."""
+        """None once ``state`` is in the state directory (its names that could not be
+        saved marked ``lost``) and execution ``exec_id`` no longer noted as running
+        there; else the error to reply."""
         try:
-            return self._store.save(state, exec_id), None
+            self._store.save(state, exec_id)
         except (OSError, StoreError) as exc:
-            return None, kernel_error("StoreError", f"the new state could not be saved to the "
-                                      f"state directory ({exc}); nothing was stored")
+            return kernel_error("StoreError", f"the new state could not be saved to the "
+                                f"state directory ({exc}); nothing was stored")
+        return None
 
     @staticmethod
     def _child(name, run, changes, process, **meta):
