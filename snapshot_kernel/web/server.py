@@ -361,6 +361,15 @@ class Server(cheroot.wsgi.Server):
             self._refuse(conn, status, f"the request line and headers must fit in "
                                        f"{self.max_head} bytes (--max-header)")
 
+    def stop(self):
+        """Cheroot's ``stop``, less the wait for its selector thread's ``select`` to time
+        out (``expiration_interval``, 0.5 s, most of an idle server's stop): once asked to
+        stop, the thread is woken by a connection to the listening socket."""
+        if self.ready and self.socket is not None:
+            self._connections._stop_requested = True  # what ConnectionManager.stop() sets
+            _knock(self.socket)
+        super().stop()
+
     def put_conn(self, conn):
         """Wait for the next request on a kept-alive connection, through the head gate."""
         if not self.ready:
@@ -391,6 +400,16 @@ class Server(cheroot.wsgi.Server):
         except OSError:  # a full buffer or a reset: the client is not listening
             pass
         conn.close()
+
+
+def _knock(listener):
+    """Connect to ``listener`` and leave: whoever selects on it wakes."""
+    host, port = listener.getsockname()[:2]
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # a wildcard: this machine
+    try:
+        socket.create_connection((host, port), timeout=0.1).close()
+    except OSError:  # the backlog is full or the address unreachable: the select times out
+        pass
 
 
 def make_server(app, bind, threads, max_connections=DEFAULT_MAX_CONNECTIONS,
