@@ -67,10 +67,11 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         records are kept ``keep_results`` seconds (``execution.Executions``). With a
         ``state_dir``, every state is saved there before it is announced, and the states
         found there are loaded (``store``); ``max_memory`` then bounds the bytes of
-        stored objects kept in memory. In a server process that a supervisor forked,
-        ``crash`` says how the last one died (its executions are reported ``crashed``),
-        and running executions are noted in ``journal`` (``crashes``): with a state
-        directory too, where that costs a transaction per execute. ``private_dir``: the
+        stored objects kept in memory. ``crash`` says how the last server process died
+        (a ``crashes.Crash``: its executions are reported ``crashed``), or how the last
+        server on the state directory stopped (a ``crashes.Stop``: ``interrupted``);
+        running executions are noted in ``journal`` (``crashes``), else in the state
+        directory, where that costs a transaction per execute. ``private_dir``: the
         state directory is the server's alone, removed when it stops (``Store``).
         ``max_cell_memory``: the bytes of anonymous memory the process may hold while
         cells run; past it, the running cells are interrupted with a MemoryError
@@ -107,6 +108,8 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             ended = crash.cut_short(self._states, ended)
         for summary in ended:
             self._runs.restored(summary, crash, states_kept=self._store is not None)
+        if journal is not None:
+            journal.forget()  # what it held is ``crash``'s
 
     def _open_store(self):
         """Take the states the state directory holds, or give it ``initial``; the summaries
@@ -278,7 +281,11 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             return [run.summary() for run in reversed(self._runs.finished.values())]
 
     def close(self):
-        """Interrupt every execution and make waiting requests answer at once."""
+        """Interrupt every execution and make waiting requests answer at once. Those it
+        ends stay noted as running (the journal's, the state directory's), for the next
+        server on the state directory to report as ``interrupted``."""
+        if self._journal is not None:
+            self._journal.stopping()
         with self._lock:
             self._closed = True
             for run in self._runs.running.values():
@@ -437,8 +444,8 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
                 failure = self._save(state, run.exec_id if noted else None)
                 if failure is not None:
                     state, outcome = None, Outcome(error=failure)
-            if state is None and noted:  # before the reply: a restart cannot report it
-                self._store.ended(run.exec_id)
+            if state is None and noted and not self._closed:  # before the reply: a
+                self._store.ended(run.exec_id)  # restart cannot report it; a stop does
         if self._journal is not None:  # likewise: a crash after the reply ended nothing
             self._journal.ended(run.exec_id)
         lost = state.names.lost() if state is not None else None  # inherited ones too

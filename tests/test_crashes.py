@@ -533,6 +533,27 @@ def test_an_execution_whose_state_was_saved_before_the_crash_is_not_reported():
     assert cut_short[0] is noted[0]  # the state directory's record lists the checkpoints
 
 
+def test_a_journal_in_a_file_outlives_its_processes_and_tells_a_stop_from_a_kill(tmp_path):
+    path = str(tmp_path / "journal")
+    first = crashes.Journal(slots=4, path=path)
+    for run in (Run("kept"), Run("ended"), Run("saved")):
+        first.running(run)
+    first.ended("ended")
+    first.saving("saved", "state-1")
+    left = crashes.Journal(slots=4, path=path).left_over()  # as after a kill -9: no stopping()
+    assert (left.reason, [s["exec_id"] for s in left.running]) == ("restart", ["kept", "saved"])
+    assert [s["exec_id"] for s in left.cut_short({"state-1": None}, [])] == ["kept"]
+    before = time.time()
+    first.stopping()
+    first.ended("kept")  # a cell ended by the stop: it stays noted
+    left = crashes.Journal(slots=4, path=path).left_over()
+    assert (left.reason, [s["exec_id"] for s in left.running]) == ("shutdown", ["kept", "saved"])
+    assert before <= left.died_at <= time.time()
+    crashes.Journal(slots=4, path=path).forget()
+    assert crashes.Journal(slots=4, path=path).left_over() is None
+    assert crashes.Journal(slots=8, path=path).left_over() is None  # another size: not one
+
+
 @pytest.mark.parametrize("status, before, after, expected", [
     (signal.SIGKILL, {"vmstat": 3}, {"vmstat": 4}, ("SIGKILL", None, True)),
     (signal.SIGKILL, {"vmstat": 3}, {"vmstat": 3}, ("SIGKILL", None, False)),

@@ -1,0 +1,124 @@
+"""Every execution a client started can be found after any stop of a server on a state
+directory: a SIGTERM (a deploy), a SIGKILL of the server process, of its supervisor, or of a
+server without one. Waiting, async and checkpointed executions alike are then reported by
+GET /executions/<exec_id>, with the status and the reason the docs give (durable-states.md,
+crashes.md), by the server that takes over the directory."""
+
+import http.client
+import json
+import os
+import signal
+import threading
+
+import pytest
+
+from helpers import WAIT
+from test_crashes import request_json, server_process
+from test_openapi import Described
+from test_server import TOKEN, start_server  # noqa: F401
+
+SPIN = "import time\nwhile True:\n    time.sleep(0.01)"
+# exec_id: (cell, whether its request waits); each runs until the stop
+EXECUTIONS = {"waiting": (SPIN, True), "async": (SPIN, False),
+              "checkpointed": ("checkpoint()\n" + SPIN, False)}
+
+
+def sigterm(server):
+    server.process.send_signal(signal.SIGTERM)
+    assert server.process.wait(WAIT) == 0
+
+
+def kill_supervisor(server):
+    server.process.kill()  # its server process dies with it (PR_SET_PDEATHSIG)
+    server.process.wait(WAIT)
+
+
+def kill_server_process(server):
+    os.kill(server_process(server), signal.SIGKILL)  # the supervisor starts another
+
+
+# how: (flags besides --state-dir, stop, whether the same server goes on, status, reason,
+# the reply's error)
+STOPS = {
+    "SIGTERM": ([], sigterm, False, "interrupted", "shutdown", "KernelShutdown"),
+    "SIGKILL of the supervisor": ([], kill_supervisor, False, "interrupted", "restart",
+                                  "KernelRestart"),
+    "SIGKILL of the server process": ([], kill_server_process, True, "crashed", None,
+                                      "KernelCrash"),
+    "SIGTERM, no supervisor": (["--no-supervisor"], sigterm, False, "interrupted", "shutdown",
+                               "KernelShutdown"),
+    "SIGKILL, no supervisor": (["--no-supervisor"], kill_supervisor, False, "interrupted",
+                               "restart", "KernelRestart"),
+}
+
+
+def start_executions(server):
+    """Start each of EXECUTIONS and return once all of them run; the waiting one's
+    request goes on in a thread, whose connection the stop ends."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=WAIT)
+    waiting = threading.Thread(target=_wait_quietly, args=(conn,), daemon=True)
+    for exec_id, (code, waits) in EXECUTIONS.items():
+        body = {"code": code, "state_name": "base", "exec_id": exec_id, "wait": waits}
+        if waits:
+            conn.request("POST", "/execute", json.dumps(body),
+                         {"Authorization": f"Bearer {TOKEN}"})
+            waiting.start()
+        else:
+            assert request_json(server, "POST", "/execute", body)[0] == 202
+    for _ in range(int(WAIT / 0.02)):
+        running = request_json(server, "GET", "/executions")[1]["executions"]
+        checkpointed = request_json(server, "GET", "/states")[1]["states"]
+        if len(running) == len(EXECUTIONS) and "checkpointed@1" in checkpointed:
+            return waiting
+        threading.Event().wait(0.02)
+    pytest.fail(f"the executions did not all start: {running}")
+
+
+def _wait_quietly(conn):
+    try:
+        conn.getresponse().read()
+    except (OSError, http.client.HTTPException):  # the stop ended the connection
+        pass
+
+
+@pytest.mark.parametrize("flags, stop, goes_on, status, reason, ename", STOPS.values(),
+                         ids=STOPS)
+def test_an_execution_running_at_a_stop_is_reported_by_the_next_server(
+        start_server, tmp_path, flags, stop, goes_on, status, reason, ename):
+    flags = ["--state-dir", str(tmp_path / "states"), *flags]
+    server = start_server(flags=flags)
+    assert request_json(server, "POST", "/execute", {"code": "x = 1", "state_name": "initial",
+                                                     "new_state_name": "base"})[0] == 200
+    waiting = start_executions(server)
+    stop(server)
+    waiting.join(WAIT)
+    if not goes_on:
+        server = start_server(flags=flags)
+    document = Described(request_json(server, "GET", "/openapi.json")[1])
+    for exec_id in EXECUTIONS:
+        code, report = request_json(server, "GET", f"/executions/{exec_id}")
+        assert code == 200, (exec_id, report)
+        assert (report["status"], report["interrupt_reason"]) == (status, reason), exec_id
+        assert report["reply"]["error"]["ename"] == ename, exec_id
+        document.validate(report, "/components/schemas/Execution")
+    checkpointed = request_json(server, "GET", "/executions/checkpointed")[1]
+    assert "'checkpointed@1'" in checkpointed["reply"]["error"]["evalue"]
+    assert request_json(server, "GET", "/states")[1]["states"][:3] == ["initial", "base",
+                                                                      "checkpointed@1"]
+    finished = request_json(server, "GET", "/executions")[1]["finished"]
+    assert sorted(run["exec_id"] for run in finished) == sorted(EXECUTIONS)
+
+
+def test_the_next_server_reports_them_once(start_server, tmp_path):
+    """Reported records are the new server's own: one more restart does not report them."""
+    flags = ["--state-dir", str(tmp_path / "states")]
+    server = start_server(flags=flags)
+    request_json(server, "POST", "/execute", {"code": "x = 1", "state_name": "initial",
+                                              "new_state_name": "base"})
+    waiting = start_executions(server)
+    sigterm(server)
+    waiting.join(WAIT)
+    sigterm(start_server(flags=flags))
+    server = start_server(flags=flags)
+    assert request_json(server, "GET", "/executions/async")[0] == 404
+    assert request_json(server, "GET", "/executions")[1] == {"executions": [], "finished": []}
