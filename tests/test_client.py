@@ -1,6 +1,7 @@
 """snapshot_kernel.client against a real server on a loopback port: every method, its
-typed reply and every exception type, files streamed both ways (``clients.py`` makes the
-client). Connections and lost replies: test_client_connections.py."""
+typed reply and every exception type, files streamed both ways; each test runs with
+``Client`` and with ``AsyncClient`` (``clients.py``). Connections and lost replies:
+test_client_connections.py."""
 
 import errno
 import http.server
@@ -300,7 +301,7 @@ def test_a_token_in_utf_8_is_sent_as_the_server_compares_it(start_server, make):
 
 
 def test_the_repr_names_the_server_and_never_the_token(kernel, served):
-    shown = repr(kernel)
+    shown = repr(kernel.client if isinstance(kernel, clients.Blocking) else kernel)
     assert shown.endswith(f"Client('http://127.0.0.1:{served[0].port}', timeout={WAIT})")
     assert TOKEN not in shown
 
@@ -453,8 +454,8 @@ def test_a_large_file_object_over_the_limit_is_refused_and_the_413_is_heard(kern
 
 def test_an_import_onto_a_taken_name_is_a_conflict_however_large_the_archive(kernel,
                                                                            tmp_path):
-    """The server refuses it before reading the body; the client hears the 409, not a
-    broken pipe."""
+    """The server refuses it before reading the body; each client hears the 409, not a
+    broken pipe (the server reads and drops the rest, AsyncClient stops sending)."""
     archive = tmp_path / "big.tar"
     with open(archive, "wb") as out:
         out.truncate(48 << 20)

@@ -1,7 +1,8 @@
-"""The client's connections, and replies lost with them, against real servers: keep-alive,
-connections the server closed while idle, one per thread, and a waiting execute whose
-connection closes under its cell (a crash, a proxy hanging up)."""
+"""The clients' connections, and replies lost with them, against real servers: keep-alive,
+connections the server closed while idle, one per thread or per concurrent call, and a
+waiting execute whose connection closes under its cell (a crash, a proxy hanging up)."""
 
+import asyncio
 import socket
 import socketserver
 import threading
@@ -10,7 +11,7 @@ import time
 import pytest
 
 from helpers import WAIT
-from snapshot_kernel.client import Client, Unreachable, sync
+from snapshot_kernel.client import AsyncClient, Client, Unreachable, http11, sync
 from test_client import make, served, wait_cell  # noqa: F401,F811 (fixtures)
 from test_server import TOKEN, start_server  # noqa: F401
 
@@ -178,3 +179,60 @@ def test_each_thread_has_its_own_connection(kernel):
 
 
 
+
+# -- AsyncClient's connections ----------------------------------------------------------------
+
+def run_async(served, test):
+    """Run ``test(client)`` in an event loop of its own, with an AsyncClient of the server."""
+    async def main():
+        async with AsyncClient(f"http://127.0.0.1:{served[0].port}", TOKEN,
+                               timeout=WAIT) as client:
+            return await test(client)
+    return asyncio.run(main())
+
+
+async def until_the_server_closes(conn):
+    deadline = time.monotonic() + WAIT
+    while not conn.reader.at_eof():
+        assert time.monotonic() < deadline, "the server kept an idle connection open"
+        await asyncio.sleep(0.05)
+
+
+def test_concurrent_async_calls_each_take_a_connection_kept_for_later_calls(served):
+    async def test(client):
+        replies = await asyncio.gather(*(client.describe("initial") for _ in range(3)))
+        assert [reply.name for reply in replies] == ["initial"] * 3
+        kept = list(client._idle)
+        assert len(kept) == 3
+        await client.states()
+        assert sorted(map(id, client._idle)) == sorted(map(id, kept))
+    run_async(served, test)
+
+
+def test_an_async_client_survives_the_server_closing_an_idle_connection(served):
+    async def test(client):
+        await client.states()
+        [first] = client._idle
+        await until_the_server_closes(first)
+        assert (await client.execute("1 + 1")).error is None  # a POST is never sent twice
+        assert client._idle and first not in client._idle
+    run_async(served, test)
+
+
+def test_an_async_get_meeting_a_closed_connection_is_sent_again(served, monkeypatch):
+    async def test(client):
+        await client.states()
+        await until_the_server_closes(client._idle[0])
+        monkeypatch.setattr(http11.Connection, "usable", lambda conn: True)  # not seen
+        return await client.states()
+    assert run_async(served, test) == {"states": ["initial"]}
+
+
+def test_an_async_download_left_half_read_costs_only_its_connection(served):
+    async def test(client):
+        await client.upload("big.txt", b"a" * 500_000)
+        async with await client.open_file("big.txt") as remote:
+            assert await remote.read(10) == b"a" * 10
+        assert client._idle == []  # closed, not kept: the rest of the file was on it
+        return (await client.list_files()).files[0]["name"]
+    assert run_async(served, test) == "big.txt"

@@ -1,5 +1,5 @@
-"""The routes as requests, and their replies read (``Client`` sends them with
-``http.client``): no I/O here but local files."""
+"""The routes as requests, and their replies read, for both clients (``Client`` sends them
+with ``http.client``, ``AsyncClient`` with asyncio streams): no I/O here but local files."""
 
 from __future__ import annotations
 
