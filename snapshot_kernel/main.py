@@ -243,7 +243,8 @@ def _started(run):
     location = f"/executions/{run.exec_id}"
     bottle.response.status = 202
     bottle.response.set_header("Location", location)
-    return {"exec_id": run.exec_id, "status": "running", "location": location}
+    return {"exec_id": run.exec_id, "status": "waiting" if run.waiting else "running",
+            "location": location}
 
 
 def _reply_format(requested):

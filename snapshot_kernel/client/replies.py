@@ -43,6 +43,12 @@ class Crash(TypedDict):
     likely_out_of_memory: bool
 
 
+# Why an execution waits, or waited, before its cell could run (docs/api.md): "for" the
+# exec_ids whose cells hold process-wide "settings" it differs in.
+Waiting = TypedDict("Waiting", {"for": List[str], "settings": List[str]})
+Waited = TypedDict("Waited", {"seconds": float, "for": List[str], "settings": List[str]})
+
+
 class FileEntry(TypedDict):
     name: str
     size: int
@@ -101,6 +107,7 @@ class ExecutionReply(Reply):
     checkpoints = Field[List[Checkpoint]](default=list)
     truncated = Field[Dict[str, Truncated]](default=dict)
     lost = Field[Dict[str, str]](default=dict)
+    waited = Field[Optional[Waited]](default=lambda: None)
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         super().__init__(data)
@@ -169,7 +176,7 @@ class Started(Reply):
 
     __slots__ = ()
     exec_id = Field[str]()
-    status = Field[str]()
+    status = Field[str]()  # running, or waiting (see ExecutionSummary.waiting)
     location = Field[str]()
 
 
@@ -178,7 +185,8 @@ class ExecutionSummary(Reply):
 
     __slots__ = ()
     exec_id = Field[str]()
-    status = Field[str]()  # running, completed, failed, interrupted, timed_out, stuck, crashed
+    status = Field[str]()  # waiting, running, completed, failed, interrupted, timed_out,
+    #                         stuck, crashed
     state_name = Field[str]()
     new_state_name = Field[Optional[str]]()
     started = Field[str]()
@@ -191,6 +199,7 @@ class ExecutionSummary(Reply):
     progress = Field[Optional[str]]()
     checkpoints = Field[List[Checkpoint]]()
     crash = Field[Optional[Crash]](default=lambda: None)
+    waiting = Field[Optional[Waiting]](default=lambda: None)
 
 
 class ExecutionRecord(ExecutionSummary):

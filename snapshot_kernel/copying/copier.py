@@ -28,7 +28,9 @@ and in addition
 """
 
 import itertools
+import sys
 import threading
+import time
 import types
 import weakref
 
@@ -77,13 +79,39 @@ def copy_names(source, names, target, aliases=(), track=False, replace=(), origi
             copier = Copier(namespace, aliases, track, replace, origins, buffers)
         copier.label = name
         try:
-            target[name] = copier.copy_or_share(value)
+            target[name] = _copied_at_one_moment(copier, value)
         except MemoryError:
             raise MemoryError(f"not enough memory to copy {name!r}; nothing was "
                               "stored") from None
     if copier is None and track:
         copier = Copier(namespace, aliases, track, replace, origins, buffers)
     return copier or _NOTHING_COPIED
+
+
+def _copied_at_one_moment(copier, value):
+    """``copier.copy_or_share(value)``. A thread the cell started may change a value while
+    its own code (a ``__getstate__`` looping over a dict) copies it: the copy is then made
+    again while this thread keeps the interpreter, long enough for a copy like the one
+    that failed, so that it is of one moment (other threads wait that long at most, or
+    until C code in the copy lets them run, when it may fail again, saying so)."""
+    for attempt in range(_ATTEMPTS):
+        mark, began = len(copier.memo), time.perf_counter()
+        interval = sys.getswitchinterval()
+        if attempt:
+            sys.setswitchinterval(min(_HOLD_SECONDS, max(interval, 4 * took)))
+        try:
+            return copier.copy_or_share(value)
+        except ChangedWhileCopied:
+            if attempt == _ATTEMPTS - 1:
+                raise
+            copier._rollback(mark)
+            took = time.perf_counter() - began
+        finally:
+            sys.setswitchinterval(interval)
+
+
+_ATTEMPTS = 4
+_HOLD_SECONDS = 1.0  # the longest the copying thread keeps the interpreter from others
 
 
 class _NothingCopied:

@@ -56,6 +56,8 @@ class Pickler(pickle.Pickler):
         reducer = _REDUCERS.get(type(obj))
         if reducer is not None:
             return reducer(self, obj)
+        if isinstance(obj, types.ModuleType):  # of a class of its own: a module all the same
+            return _reduce_module(self, obj)
         if isinstance(obj, _thread._local):  # its lineage's values (libraries/_thread.py)
             return _make_local, (type(obj), thread_locals.lineage_values(obj))
         if isinstance(obj, type) and obj.__module__ == "__main__":
