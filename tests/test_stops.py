@@ -1,8 +1,9 @@
 """Every execution a client started can be found after any stop of a server on a state
 directory: a SIGTERM (a deploy), a SIGKILL of the server process, of its supervisor, or of a
-server without one. Waiting, async and checkpointed executions alike are then reported by
-GET /executions/<exec_id>, with the status and the reason the docs give (durable-states.md,
-crashes.md), by the server that takes over the directory."""
+server without one. Executions whose client waits, async ones, checkpointed ones and one
+still waiting for other branches' cells alike are then reported by GET /executions/<exec_id>,
+with the status and the reason the docs give (durable-states.md, crashes.md), by the server
+that takes over the directory."""
 
 import http.client
 import json
@@ -18,9 +19,11 @@ from test_openapi import Described
 from test_server import TOKEN, start_server  # noqa: F401
 
 SPIN = "import time\nwhile True:\n    time.sleep(0.01)"
-# exec_id: (cell, whether its request waits); each runs until the stop
-EXECUTIONS = {"waiting": (SPIN, True), "async": (SPIN, False),
-              "checkpointed": ("checkpoint()\n" + SPIN, False)}
+# exec_id: (state, cell, whether its request waits); each runs until the stop, but "held",
+# whose state patched json.dumps: cells of such a state run alone, so it waits for the others
+EXECUTIONS = {"waiting": ("base", SPIN, True), "async": ("base", SPIN, False),
+              "checkpointed": ("base", "checkpoint()\n" + SPIN, False),
+              "held": ("patched", SPIN, False)}
 
 
 def sigterm(server):
@@ -53,12 +56,17 @@ STOPS = {
 
 
 def start_executions(server):
-    """Start each of EXECUTIONS and return once all of them run; the waiting one's
-    request goes on in a thread, whose connection the stop ends."""
+    """Make the states ``base`` and ``patched``, start each of EXECUTIONS, and return once
+    they run (``held`` waits); the waiting request goes on in a thread, whose connection the
+    stop ends."""
+    for name, code in (("base", "x = 1"),
+                       ("patched", "import json\njson.dumps = lambda obj, **k: 'patched'")):
+        assert request_json(server, "POST", "/execute", {"code": code, "state_name": "initial",
+                                                         "new_state_name": name})[0] == 200
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=WAIT)
     waiting = threading.Thread(target=_wait_quietly, args=(conn,), daemon=True)
-    for exec_id, (code, waits) in EXECUTIONS.items():
-        body = {"code": code, "state_name": "base", "exec_id": exec_id, "wait": waits}
+    for exec_id, (state, code, waits) in EXECUTIONS.items():
+        body = {"code": code, "state_name": state, "exec_id": exec_id, "wait": waits}
         if waits:
             conn.request("POST", "/execute", json.dumps(body),
                          {"Authorization": f"Bearer {TOKEN}"})
@@ -68,7 +76,8 @@ def start_executions(server):
     for _ in range(int(WAIT / 0.02)):
         running = request_json(server, "GET", "/executions")[1]["executions"]
         checkpointed = request_json(server, "GET", "/states")[1]["states"]
-        if len(running) == len(EXECUTIONS) and "checkpointed@1" in checkpointed:
+        statuses = sorted(run["status"] for run in running)
+        if statuses == ["running"] * 3 + ["waiting"] and "checkpointed@1" in checkpointed:
             return waiting
         threading.Event().wait(0.02)
     pytest.fail(f"the executions did not all start: {running}")
@@ -87,8 +96,6 @@ def test_an_execution_running_at_a_stop_is_reported_by_the_next_server(
         start_server, tmp_path, flags, stop, goes_on, status, reason, ename):
     flags = ["--state-dir", str(tmp_path / "states"), *flags]
     server = start_server(flags=flags)
-    assert request_json(server, "POST", "/execute", {"code": "x = 1", "state_name": "initial",
-                                                     "new_state_name": "base"})[0] == 200
     waiting = start_executions(server)
     stop(server)
     waiting.join(WAIT)
@@ -103,8 +110,8 @@ def test_an_execution_running_at_a_stop_is_reported_by_the_next_server(
         document.validate(report, "/components/schemas/Execution")
     checkpointed = request_json(server, "GET", "/executions/checkpointed")[1]
     assert "'checkpointed@1'" in checkpointed["reply"]["error"]["evalue"]
-    assert request_json(server, "GET", "/states")[1]["states"][:3] == ["initial", "base",
-                                                                      "checkpointed@1"]
+    assert request_json(server, "GET", "/states")[1]["states"] == ["initial", "base", "patched",
+                                                                  "checkpointed@1"]
     finished = request_json(server, "GET", "/executions")[1]["finished"]
     assert sorted(run["exec_id"] for run in finished) == sorted(EXECUTIONS)
 
@@ -113,8 +120,6 @@ def test_the_next_server_reports_them_once(start_server, tmp_path):
     """Reported records are the new server's own: one more restart does not report them."""
     flags = ["--state-dir", str(tmp_path / "states")]
     server = start_server(flags=flags)
-    request_json(server, "POST", "/execute", {"code": "x = 1", "state_name": "initial",
-                                              "new_state_name": "base"})
     waiting = start_executions(server)
     sigterm(server)
     waiting.join(WAIT)
