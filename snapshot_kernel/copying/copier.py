@@ -27,6 +27,7 @@ and in addition
   not a reason to share: MemoryError propagates and fails the cell.
 """
 
+import gc
 import itertools
 import sys
 import threading
@@ -34,7 +35,7 @@ import time
 import types
 import weakref
 
-from . import handlers
+from . import handlers, iterators  # (each registers its handlers)
 from .dispatch import ATOMIC, UNPINNED, Pending, Uncopyable, handler_for, same_contents
 from .covariables import CoVariables
 from .reducing import Reducing
@@ -65,6 +66,28 @@ def copy_names(source, names, target, aliases=(), track=False, replace=(), origi
     Runs user code (``__deepcopy__``, ``__reduce_ex__``, ``__setstate__``,
     ``__init_subclass__``), so call it where user exceptions are handled.
     """
+    return collector_off(_copy_names, source, names, target, aliases, track, replace, origins,
+                         buffers, globals_)
+
+
+def collector_off(function, *args):
+    """``function(*args)`` with Python's cyclic garbage collector off, for work that makes
+    many objects and keeps them (a copy, a pickle's memo, an unpickled state)."""
+    # Woken by every 700 new containers, the collector went through the process's objects
+    # (every state's) again and again: 35-40% of copying a figure. Switched off inside the
+    # try, so an interrupt anywhere after that switches it on again.
+    enabled = gc.isenabled()  # (a cell may have switched it off itself: then it stays off)
+    try:
+        if enabled:
+            gc.disable()
+        return function(*args)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _copy_names(source, names, target, aliases, track, replace, origins, buffers, globals_):
+    """``copy_names``, with the collector off."""
     namespace = target if globals_ is None else globals_
     copier = None  # made on the first value that needs one: most cells touch none
     for name in names:
@@ -237,10 +260,9 @@ class Copier(Reducing):
     def unpin(self):
         """Let go of the copies whose type is unpinned (``register_unpinned``): the memo
         no longer refers to them, though ``made`` still maps their ids to their originals."""
-        if UNPINNED:
-            for key, new in list(self.memo.items()):
-                if type(new) in UNPINNED:
-                    del self.memo[key]
+        if UNPINNED:  # (keys only: a list of every item made the collector run, and run)
+            for key in [key for key, new in self.memo.items() if type(new) in UNPINNED]:
+                del self.memo[key]
 
     def hit(self, key):
         """Bookkeeping for a memo hit: sharing is contagious, and names reaching it group."""
@@ -356,8 +378,8 @@ class Copier(Reducing):
                 self.made[id(new)] = obj
             else:  # storing: a copy identical to the stored object it came from is that object
                 origin = self.origins.get(key, _MISS)
-                if type(origin) is type(new) and same_contents(new, origin):
-                    new, fresh = origin, False
+                if new is origin or type(origin) is type(new) and same_contents(new, origin):
+                    new, fresh = origin, False  # (a handler may find it unchanged itself)
             if self.covariables is not None:
                 self.covariables.copied(key, new, self.label, fresh)
         memo[key] = new

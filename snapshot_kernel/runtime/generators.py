@@ -13,13 +13,14 @@ calls the shared object.
 """
 
 import ctypes
+import functools
 import operator
 import random
 import sys
 import threading
 import types
 
-from .held import current
+from .held import current, imported
 
 _LAZY = object()  # in Held.working: the cell's own generator, not made yet
 _NONE = object()  # no generator of a cell: a thread that holds none
@@ -42,9 +43,7 @@ class Generators:
         self._originals = None  # {(module, name): function} while dispatching
 
     def active(self):
-        module = sys.modules.get(self.library)
-        return module is not None and not getattr(getattr(module, "__spec__", None),
-                                                  "_initializing", False)
+        return imported(self.library)
 
     def enter(self, held, value):
         """Give the cell its generator, holding the state's ``value`` (None: fresh)."""
@@ -266,9 +265,12 @@ def _write_random(generator, value):
 
 
 def _same_random(generator, value):
-    if _FAST_RANDOM:
-        return value[1] == _random_words(generator) and generator.gauss_next == value[0][2]
-    return generator.getstate() == value[0]
+    if not _FAST_RANDOM:
+        return generator.getstate() == value[0]
+    found = _words.get(id(generator))  # (what _random_words reads, without its call)
+    words = found[1].raw if found is not None and found[0] is generator else \
+        _random_words(generator)
+    return value[1] == words and generator.gauss_next == value[0][2]
 
 
 def _random_methods():
@@ -277,7 +279,8 @@ def _random_methods():
 
 
 RANDOM = _with_default(Generators(
-    "random", "random", lambda: random._inst, random.Random, _read_random, _write_random,
+    "random", "random", functools.partial(getattr, random, "_inst"), random.Random, _read_random,
+    _write_random,
     _same_random, lambda: (random,), _random_methods))
 
 

@@ -9,6 +9,7 @@ A thread a cell starts holds its cell's ``Held``, as threads of one process shar
 settings.
 """
 
+import sys
 import threading
 
 _THREAD_ATTR = "_snapshot_kernel_held"  # on a thread a cell starts: its cell's Held
@@ -19,7 +20,7 @@ class _Local(threading.local):
 
 
 _local = _Local()
-ADOPTED = []  # hooks(held or None) run when a thread takes a Held on or off
+ADOPTED = []  # hooks(held) run when a thread a cell started takes the cell's Held on
 
 
 def current():
@@ -56,8 +57,31 @@ class Server:
         self.workdir, self.umask = workdir, umask
 
 
+def imported(name):
+    """True once module ``name`` is imported: not while another thread imports it."""
+    module = sys.modules.get(name)
+    if module is None:
+        return False
+    if _IMPORTED.get(name) is module:  # every cell asks: the spec is read once per module
+        return True
+    if getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return False
+    _IMPORTED[name] = module
+    return True
+
+
+_IMPORTED = {}  # name -> the module found imported under it
+
+
 def take(held):
-    """Make ``held`` the calling thread's (None: none)."""
+    """Make ``held`` the calling thread's (None: none). The cell's own thread: its kinds
+    then enter it (``settings.Process.take``)."""
+    _local.held = held
+
+
+def adopt(held):
+    """A thread a cell started takes the cell's ``held`` on, with what the ``ADOPTED``
+    hooks give it (the cell's generators)."""
     _local.held = held
     for hook in ADOPTED:
         hook(held)
@@ -72,7 +96,7 @@ def _bootstrap_taking(bootstrap_inner):
     def bootstrap_inner_held(self):
         held = getattr(self, _THREAD_ATTR, None)
         if held is not None:
-            take(held)
+            adopt(held)
         return bootstrap_inner(self)
 
     bootstrap_inner_held._snapshot_kernel = True

@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 
 from . import (environ, fs, generators, held, limits, lists, logs, mocks, monkeypatches, options,
                rcparams)
+from .held import imported
 
 HELD, THREAD, PROCESS = "held", "thread", "process"
 
@@ -66,8 +67,14 @@ class Kind:
     leave: Optional[Callable[[Any, Any], Any]] = None
     first: Optional[Callable[[Any, Any], Any]] = None  # after the cell that imported it
     release: Optional[Callable[[Any], None]] = None  # the cell is over (after leave)
-    per_thread: Callable[[], bool] = lambda: True  # else the gate keeps cells apart
+    lazy: Optional[bool] = None  # leave returns the value unless the cell made a working
+    # copy (Held.working has the kind's name); by default, for kinds with no enter
+    per_thread: Optional[Callable[[], bool]] = None  # False: the gate keeps cells apart
     resolved: Callable[[Any, Any], Any] = lambda value, server: value  # for the gate
+
+    def __post_init__(self):
+        if self.lazy is None:
+            object.__setattr__(self, "lazy", self.enter is None)
 
     def active(self):
         return self.library is None or imported(self.library)
@@ -84,11 +91,6 @@ class Kind:
         return self.name
 
 
-def imported(name):
-    """True once module ``name`` is imported: not while another thread imports it."""
-    module = sys.modules.get(name)
-    return module is not None and not getattr(getattr(module, "__spec__", None),
-                                              "_initializing", False)
 
 
 KINDS = []
@@ -137,7 +139,7 @@ kind(rcparams.NAME, holding=HELD, library="matplotlib", enter=rcparams.enter,
      resolved=rcparams.resolved)
 for _number in (limits.RECURSION_LIMIT, limits.SOCKET_TIMEOUT):
     kind(_number.name, holding=HELD, enter=getattr(_number, "enter", None), leave=_number.leave,
-         release=getattr(_number, "release", None))
+         release=getattr(_number, "release", None), lazy=True)
 
 
 # -- per thread or context, by the library --------------------------------------------------
@@ -249,6 +251,7 @@ def install(inherited):
     if generators.adopt not in held.ADOPTED:
         held.ADOPTED.append(generators.adopt)
     environ.install()
+    fs.install()
     lists.install()
     limits.install()
     logs.install()

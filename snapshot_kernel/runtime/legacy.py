@@ -14,6 +14,7 @@ import os
 import sys
 import warnings
 
+from .fs import read_umask
 from .limits import RECURSION_LIMIT, SOCKET_TIMEOUT
 from .lists import relative
 
@@ -41,9 +42,7 @@ def _cwd(path):
 
 
 def _umask(mask):
-    now = os.umask(0o022)
-    os.umask(now)
-    return None if mask == now else mask
+    return None if mask == read_umask() else mask
 
 
 def _environ(full):

@@ -93,9 +93,10 @@ class _RecursionLimit(HeldNumber):
             self._serve()
 
     def release(self, held):
-        with self._lock:
-            if self._running.pop(id(held), None) is not None:
-                self._serve()
+        if id(held) in self._running:  # (most cells hold none of their own: no lock)
+            with self._lock:
+                if self._running.pop(id(held), None) is not None:
+                    self._serve()
 
     def _serve(self):
         wanted = max([self.server_value(), *self._running.values()])

@@ -12,10 +12,12 @@ the process, in which case it waits, visibly, and its timeout has not started.
 import contextvars
 import copy
 import decimal
+import sys
 import threading
 import time
 
 from . import held as _held
+from .held import imported
 from .fs import SettingError  # noqa: F401 (raised by take: the kernel catches it here)
 from .generators import NUMPY, RANDOM
 from .kinds import (_LIBRARY_FAILURES, HELD, NOTHING, PROCESS, SCOPES, THREAD, carried,
@@ -47,10 +49,9 @@ class Process:
         """What a cell from this state asks of the process (see ``Gate``): each active
         process-wide kind's value, and the held kinds' that a thread cannot own here."""
         claims = {}
-        for each in SCOPES[PROCESS]:
-            if each.active():
-                claims[each.name] = self.shared.get(each.name, each.baseline())
-        for each in SCOPES[HELD]:
+        for each in active(PROCESS):
+            claims[each.name] = self.shared.get(each.name, each.baseline())
+        for each in _SOMETIMES_SHARED:
             if not each.per_thread():
                 claims[each.name] = each.resolved(self.held.get(each.name), server)
         return claims
@@ -62,33 +63,35 @@ class Process:
         it takes no generator."""
         taken = _held.Held(self.held, server)
         _held.take(taken)
-        entered = []
+        kinds = active(HELD)
+        entered = {each.name for each in kinds}
+        if not drawing:
+            entered -= _DRAWING
         try:
-            for each in SCOPES[HELD]:
-                if each.active() and (drawing or each.name not in _DRAWING):
-                    entered.append(each.name)
-                    if each.enter is not None:
-                        each.enter(taken, self.held.get(each.name))
-            for each in _PREPARING:
-                if each.active():
+            for each in kinds:
+                if each.enter is not None and each.name in entered:
+                    each.enter(taken, self.held.get(each.name))
+            for each in active(THREAD):
+                if each.enter is not None:
                     each.enter(taken, None)
         except SettingError:
             release(taken)
             raise
-        taken.entered = set(entered)
+        taken.entered = entered
         return taken
 
     def enter_thread(self):
         """Give the running thread this state's own settings (run in its new context)."""
-        for each in SCOPES[THREAD]:
-            if each.active() and not (self.context is not None and carried(each)):
+        for each in active(THREAD):
+            if not (self.context is not None and carried(each)):
                 _restore(each, self.own)  # (a carried one, the context has)
 
     def after(self, taken, context, shared):
         """The Process a cell that started from this one ended with, holding ``taken``,
         in ``context``, leaving the process-wide settings ``shared`` (``Gate.leave``)."""
         held = _held_after(self.held, taken)
-        own = context.run(_changed, self.own, THREAD, True)
+        uncarried = [each for each in active(THREAD) if not carried(each)]
+        own = context.run(_changed, self.own, uncarried) if uncarried else self.own
         if (held is self.held and shared is self.shared and own is self.own
                 and self.context == () and not context):
             return self  # nothing changed and no context: the common cell shares its parent's
@@ -112,16 +115,19 @@ class Process:
 
 def _held_after(values, taken):
     """The held values a cell holding ``taken`` leaves: ``values`` itself if unchanged."""
-    after = None
+    after, working = None, taken.working
     for each in SCOPES[HELD]:
-        if not each.active():
-            continue
+        if each.lazy and each.name not in working and (
+                each.first is None or each.name in taken.entered):
+            continue  # made no working copy: the cell did not reach it
         value = values.get(each.name)
-        if each.first is not None and each.name not in taken.entered:
+        if each.name in taken.entered:
+            now = each.leave(taken, value)
+        elif each.first is not None and each.library in sys.modules and each.active():
             now = each.first(taken, value)  # the cell imported the library: it holds it now
             taken.entered.add(each.name)
         else:
-            now = each.leave(taken, value)
+            continue
         if now is not value:
             if after is None:
                 after = dict(values)
@@ -134,8 +140,8 @@ def _held_after(values, taken):
 
 def release(taken):
     """The cell holding ``taken`` is over: its thread holds nothing now."""
-    for each in SCOPES[HELD]:
-        if each.release is not None:
+    for each in _RELEASING:
+        if each.name in taken.entered:
             each.release(taken)
     taken.working.clear()
     _held.take(None)
@@ -156,7 +162,7 @@ def put_back(values):
 
 def shared_now(shared):
     """``shared`` with what the process holds now where that differs (a checkpoint's)."""
-    return _changed(shared, PROCESS)
+    return _changed(shared, active(PROCESS))
 
 
 def initial():
@@ -167,12 +173,10 @@ def initial():
     return Process(drawn, {}, read_all(THREAD), ())
 
 
-def _changed(before, holding, skip_carried=False):
-    """``before`` itself if no setting of ``holding`` changed, else a new dict."""
+def _changed(before, kinds):
+    """``before`` itself if no setting of ``kinds`` changed, else a new dict."""
     after = None
-    for each in SCOPES[holding]:
-        if not each.active() or (skip_carried and carried(each)):
-            continue
+    for each in kinds:
         try:
             if each.name in before and each.unchanged(before[each.name]):
                 continue
@@ -224,8 +228,10 @@ class Gate:
     and says for whom and why (``run.waiting``); its timeout starts once it runs."""
 
     def __init__(self):
-        self._condition = threading.Condition()
-        self._running = {}  # id(run) -> (run, its claims)
+        self._lock = threading.Lock()
+        self._left = threading.Event()  # set (and replaced) when a cell leaves
+        self._waiting = 0   # cells waiting for one to leave
+        self._running = {}  # id(run) -> (run, its claims, the attributes its code may set)
         self._current = {}  # kind name -> what the process holds, as far as the gate knows
 
     def enter(self, run, claims, patching=()):
@@ -233,25 +239,29 @@ class Gate:
         ``patching``: the module attributes the cell's code may set (it runs alone).
         Returns True if other cells are running beside it; None, counting nothing in,
         if ``run`` is asked to stop while it waits."""
-        with self._condition:
-            began = None
-            while True:
-                blockers = self._blockers(claims, patching)
+        began = None
+        while True:
+            with self._lock:
+                blockers = self._blockers(claims, patching) if self._running else ()
                 if not blockers:
-                    break
+                    if began is not None:
+                        run.waited = dict(run.waiting,
+                                          seconds=round(time.monotonic() - began, 3))
+                    run.waiting = None
+                    self._apply(claims)
+                    self._running[id(run)] = (run, claims, patching)
+                    run.running_since = time.monotonic()
+                    return len(self._running) > 1
                 if run.interrupt_requested:
                     run.waiting = None
                     return None
                 began = began or time.monotonic()
                 run.waiting = _waiting(run.waiting, blockers)
-                self._condition.wait(SLICE)
-            if began is not None:
-                run.waited = dict(run.waiting, seconds=round(time.monotonic() - began, 3))
-            run.waiting = None
-            self._apply(claims)
-            self._running[id(run)] = (run, claims, patching)
-            run.running_since = time.monotonic()
-            return len(self._running) > 1
+                self._waiting += 1
+                left = self._left
+            left.wait(SLICE)
+            with self._lock:
+                self._waiting -= 1
 
     def _blockers(self, claims, patching):
         found = []
@@ -293,13 +303,11 @@ class Gate:
         them while other cells ran)``. A kind the process holds as the gate knew it keeps
         ``shared``'s value; one that differs is the cell's doing (or a cell's beside it:
         ``alongside``, or others still running, says that it may be)."""
-        with self._condition:
+        with self._lock:
             claims = self._running.pop(id(run), (None, {}, ()))[1]
             others = alongside or bool(self._running)
             after, changed = shared, []
-            for each in SCOPES[PROCESS]:
-                if not each.active():
-                    continue
+            for each in active(PROCESS):
                 known = self._current.get(each.name, _UNKNOWN)
                 if known is _UNKNOWN:
                     known = shared.get(each.name, claims.get(each.name, NOTHING))
@@ -319,18 +327,20 @@ class Gate:
                     after[each.name] = value
                 if known is not NOTHING:  # (a library the cell imported changed nothing)
                     changed.append(each.why_apart(known, value) or each.name)
-            self._condition.notify_all()
+            if self._waiting:
+                self._left.set()
+                self._left = threading.Event()
         return after, (changed if others else [])
 
     def forget(self):
         """Code outside cells changed the process's settings: read them at the next cell."""
-        with self._condition:
+        with self._lock:
             self._current.clear()
 
     def apply_if_idle(self, claims):
         """Make the process hold ``claims`` if no cell runs; counts nothing in, so what
         then runs (a repr that never returns, say) holds no cell back."""
-        with self._condition:
+        with self._lock:
             if not self._running:
                 self._apply(claims)
 
@@ -342,9 +352,25 @@ def _waiting(before, blockers):
             "settings": sorted(set(before["settings"]) | {why for _, why in blockers})}
 
 
+def active(holding):
+    """The kinds of ``holding`` whose libraries are imported: made again once a module was
+    imported since (every cell asks, and imports are rare)."""
+    size = len(sys.modules)
+    found = _ACTIVE.get(holding)
+    if found is not None and found[0] == size:
+        return found[1]
+    kinds = [each for each in SCOPES[holding] if each.active()]
+    if not any(each.library in sys.modules and not imported(each.library)
+               for each in SCOPES[holding] if each.library is not None):
+        _ACTIVE[holding] = (size, kinds)  # (not while one is half imported by a thread)
+    return kinds
+
+
+_ACTIVE = {}  # holding -> (len(sys.modules) then, its active kinds)
 _UNKNOWN = object()
 _DRAWING = frozenset({"random", "numpy.random"})  # kinds a thread that does not draw skips
 _CLAIMING = SCOPES[PROCESS] + SCOPES[HELD]  # kinds that may be claimed of the process
-_PREPARING = [each for each in SCOPES[THREAD] if each.enter is not None]
+_RELEASING = [each for each in SCOPES[HELD] if each.release is not None]
+_SOMETIMES_SHARED = [each for each in SCOPES[HELD] if each.per_thread is not None]
 
 GATE = Gate()  # one per process, as the settings it guards: every kernel in it shares it

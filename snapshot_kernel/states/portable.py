@@ -137,7 +137,7 @@ class ExportPickler(persist.Pickler):
                 self.blobs.sources[filename] = "".join(linecache.cache[filename][2])
         return super().reducer_override(obj)
 
-    def persistent_id(self, obj):
+    def reference(self, obj):
         if type(obj) is cow.Mapping and obj.stored:
             return self.blobs.member(obj, None)
         numpy = sys.modules.get("numpy")

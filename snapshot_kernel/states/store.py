@@ -340,6 +340,9 @@ class Store:
                 self._settings_rows(rows, state.name, state.process)
             if exec_id is not None:
                 rows.append(_running_row(exec_id, summary))
+        for _, blobs, _ in pickled.values():  # the catalogue (or its redo log) names them now
+            for blob in blobs.values():
+                blob.keep()
         return lost
 
     def _settings_rows(self, rows, name, process):
