@@ -34,7 +34,7 @@ from .cli import (DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, enter_workdir, journal_
                   parse_args, private_state_dir)
 from .supervisor import supervise
 from .web.fileroutes import add_file_routes
-from .web.process import SHUTDOWN_TIMEOUT, exit_now, serve_until_signalled
+from .web.process import SHUTDOWN_TIMEOUT, exit_now, say, serve_until_signalled
 from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, error_body, listening_socket,
                          make_server)
 
@@ -449,7 +449,7 @@ def serve(args, listener, files, crash=None, journal=None):
     if journal is not None:
         journal.ready()
     host, port = server.bind_addr[:2]
-    print(f"snapshot-kernel listening on http://{host}:{port}", file=sys.stderr, flush=True)
+    say(f"snapshot-kernel listening on http://{host}:{port}")
     serve_until_signalled(server, kernel.close)  # kernel.close: waiting requests answer at once
     exit_now()  # without joining what cells left running: threads, executors, child processes
 

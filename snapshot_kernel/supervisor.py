@@ -173,7 +173,10 @@ def _while_running(running):
 
 
 def _say(message):
-    print(f"snapshot-kernel: {message}", file=sys.stderr, flush=True)
+    try:
+        print(f"snapshot-kernel: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # nobody reads stderr any more: go on without saying it
+        pass
 
 
 def _prctl():

@@ -347,6 +347,36 @@ def test_sigterm_stops_the_server_even_while_a_cell_holds_the_gil(start_server):
     assert time.monotonic() - started < SHUTDOWN_TIMEOUT + 0.5  # 5 s, and a loaded machine's slack
 
 
+class _Unread:
+    """A server started by a process that has gone: nobody reads its stderr."""
+
+    def __init__(self):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "snapshot_kernel.main", "--bind", "127.0.0.1:0"],
+            env=server_env(TOKEN), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for line in self.process.stderr:
+            if b"listening on" in line:
+                self.port = int(line.rsplit(b":", 1)[1])
+                break
+        self.process.stderr.close()
+
+
+def test_a_crash_is_survived_when_nobody_reads_stderr():
+    """The supervisor's line about the crash, and the next server process's about where it
+    listens, once raised BrokenPipeError: the supervisor died, or the new process did."""
+    server = _Unread()
+    try:
+        assert request_json(server, "GET", "/states")[0] == 200  # it serves: handlers are set
+        crash_with(server, "import os\nos._exit(3)", "gone", state="initial")
+        status, report = request_json(server, "GET", "/executions/gone")
+        assert (status, report["status"], report["crash"]["exit_status"]) == (200, "crashed", 3)
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(TIMEOUT) == 0
+    finally:
+        server.process.kill()
+        server.process.wait(TIMEOUT)
+
+
 def test_a_server_process_dying_at_every_start_makes_the_supervisor_give_up(tmp_path):
     """A crash loop is bounded, paced, and explained on stderr."""
     code = ("import os, signal, sys\n"

@@ -9,14 +9,17 @@ import http.client
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
+import types
 
 import pytest
 
 from helpers import WAIT
 from test_crashes import request_json, server_process
 from test_openapi import Described
-from test_server import TOKEN, start_server  # noqa: F401
+from test_server import TOKEN, server_env, start_server  # noqa: F401
 
 SPIN = "import time\nwhile True:\n    time.sleep(0.01)"
 # exec_id: (state, cell, whether its request waits); each runs until the stop, but "held",
@@ -127,3 +130,26 @@ def test_the_next_server_reports_them_once(start_server, tmp_path):
     server = start_server(flags=flags)
     assert request_json(server, "GET", "/executions/async")[0] == 404
     assert request_json(server, "GET", "/executions")[1] == {"executions": [], "finished": []}
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-supervisor"]], ids=["supervised", "alone"])
+def test_a_server_whose_stderr_nobody_reads_still_stops(flags):
+    """Once the process that started it (and read its stderr) has gone, SIGTERM still ends
+    the server, with status 0. Alone, it once never exited: the line saying it stops raised
+    BrokenPipeError, and the exit waited for the threads of its cells."""
+    server = subprocess.Popen([sys.executable, "-m", "snapshot_kernel.main", "--bind",
+                               "127.0.0.1:0", *flags], env=server_env(TOKEN),
+                              stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        for line in server.stderr:
+            if b"listening on" in line:
+                port = int(line.rsplit(b":", 1)[1])
+                break
+        server.stderr.close()  # its reader has gone
+        # It serves: its handlers are in place (a SIGTERM before them ends it with -15).
+        assert request_json(types.SimpleNamespace(port=port), "GET", "/states")[0] == 200
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(WAIT) == 0
+    finally:
+        server.kill()
+        server.wait(WAIT)

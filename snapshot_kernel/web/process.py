@@ -28,12 +28,22 @@ def serve_until_signalled(server, on_stop):
     while serving.is_alive() and not stopping.wait(0.5):
         pass
     deadline = time.monotonic() + SHUTDOWN_TIMEOUT - 0.5
-    print("snapshot-kernel shutting down", file=sys.stderr, flush=True)
+    say("snapshot-kernel shutting down")
     on_stop()
     stopper = threading.Thread(target=server.stop, name="snapshot-kernel stop", daemon=True)
     stopper.start()
     stopper.join(max(0.0, deadline - time.monotonic()))
     _terminate_children()
+
+
+def say(message):
+    """``message`` on stderr, if anyone reads it: a stderr whose reader has gone (the pipe
+    of a parent that died) must not stop a start or a stop (it once kept a server from
+    ever exiting)."""
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # a broken pipe; a closed stream
+        pass
 
 
 def _install_signal_handlers(server, stopping):
