@@ -13,9 +13,10 @@ A program, not a test: it prints figures and exits 0 whatever they are.
              cell); each in a tight loop, and between requests: PAUSE s apart, as a
              server's worker runs it (the caches have gone cold by then; the median of
              these is what a request pays)
-  random     ``random.random()`` in a loop inside a cell, against the same loop in plain
-             Python on a thread of this process: a cell alone, and a cell beside another
-             cell that draws (the module functions then dispatch to each cell's generator)
+  random     ``random.random()`` in a loop inside a cell, against the same code at the top
+             level of a plain namespace on a thread of this process: a cell alone, and a
+             cell beside another that holds its own generator (the module functions then
+             dispatch to each cell's)
   branches   two cells that each sleep 0.2 s, started together from states in different
              working directories (with different environments and warnings filters too),
              against one such cell alone: they run at once, so the ratio is about 1
@@ -85,20 +86,21 @@ def report(label, kernel):
 
 # -- random.random() in a loop --------------------------------------------------------------
 
-LOOP = ("import random, time\nstarted = time.perf_counter()\n"
-        f"for _ in range({DRAWS}):\n    random.random()\n"
-        "print(time.perf_counter() - started)")
+LOOP = f"for _ in range({DRAWS}):\n    random.random()"
+TIMED = f"import random, time\nstarted = time.perf_counter()\n{LOOP}\nprint(time.perf_counter() - started)"
 
 
 def plain_loop():
-    """Seconds of the loop in plain Python, on a thread of this process (as a cell runs)."""
+    """Seconds of the cell's loop in plain Python: the same code at the top level of a
+    namespace of its own, as a script's, on a thread of this process (as a cell runs)."""
     import random
     seconds = []
+    code = compile(LOOP, "<plain>", "exec")
 
     def run():
+        namespace = {"__name__": "__main__", "random": random}
         started = time.perf_counter()
-        for _ in range(DRAWS):
-            random.random()
+        exec(code, namespace)
         seconds.append(time.perf_counter() - started)
 
     thread = threading.Thread(target=run)
@@ -108,39 +110,39 @@ def plain_loop():
 
 
 def in_cell(kernel, state):
-    reply = kernel.execute(LOOP, state)
+    reply = kernel.execute(TIMED, state)
     assert reply["error"] is None, reply["error"]
     return float(reply["output"][0]["text"])
 
 
-def beside(kernel):
-    """Seconds of the loop in a cell while a sibling draws in a loop of its own."""
-    import helpers_for_benchmarks as signal
-    signal.go.clear()
+def beside(kernel, signals):
+    """Seconds of the loop in a cell while a sibling that drew holds its own generator:
+    it waits (so the two do not share the interpreter), and the module functions dispatch."""
+    signals.go.clear()
+    signals.started.clear()
     other = threading.Thread(target=kernel.execute, args=(
-        "import random\nhelpers_for_benchmarks.started.set()\n"
-        "while not helpers_for_benchmarks.go.is_set():\n    random.random()", "drawing"))
-    signal.started.clear()
+        "import random\nrandom.random()\nhelpers_for_benchmarks.started.set()\n"
+        "helpers_for_benchmarks.go.wait(60)", "drawing"))
     other.start()
-    signal.started.wait(10)
+    signals.started.wait(10)
     try:
         return in_cell(kernel, "drawing")
     finally:
-        signal.go.set()
+        signals.go.set()
         other.join(10)
 
 
 def random_loop():
     kernel = SnapshotKernel()
-    sys.modules["helpers_for_benchmarks"] = _signals()
+    signals = sys.modules["helpers_for_benchmarks"] = _signals()
     kernel.execute("import random, helpers_for_benchmarks\nrandom.seed(1)", "initial",
                    new_state_name="drawing")
     plain = statistics.median(plain_loop() for _ in range(REPEATS))
     alone = statistics.median(in_cell(kernel, "drawing") for _ in range(REPEATS))
-    together = statistics.median(beside(kernel) for _ in range(3))
+    together = statistics.median(beside(kernel, signals) for _ in range(3))
     print(f"   plain Python {plain / DRAWS * 1e9:5.1f} ns a draw   a cell alone "
-          f"{alone / DRAWS * 1e9:5.1f} ns ({alone / plain:4.2f}x)   beside a cell that draws "
-          f"{together / DRAWS * 1e9:5.1f} ns ({together / plain:4.2f}x)")
+          f"{alone / DRAWS * 1e9:5.1f} ns ({alone / plain:4.2f}x)   beside a cell holding "
+          f"its own {together / DRAWS * 1e9:5.1f} ns ({together / plain:4.2f}x)")
     kernel.close()
 
 

@@ -50,8 +50,9 @@ class Deadlines:
         so a kernel nobody uses any more is freed, and its supervisor ends."""
         if not self._supervising:
             self._supervising = True
-            threading.Thread(target=_supervise, args=(weakref.ref(self),), daemon=True,
-                             name="snapshot-kernel supervisor").start()
+            self._supervisor = threading.Thread(target=_supervise, args=(weakref.ref(self),),
+                                                daemon=True, name="snapshot-kernel supervisor")
+            self._supervisor.start()
 
     def _check_locked(self, run, now):
         if run.client_gone is not None and run.interrupt_reason is None and run.client_gone():

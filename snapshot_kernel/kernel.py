@@ -22,10 +22,11 @@ import itertools
 import os
 import sys
 import threading
+import time
 import traceback
 
-from .runtime import (capture, display, fs, held, interrupt, kinds, mainmodule, monkeypatches,
-                      plots, settings)
+from .runtime import (capture, display, fs, gate, held, interrupt, kinds, mainmodule,
+                      monkeypatches, plots, settings)
 from . import cell, checkpoints, heap
 from .states import cow
 from .notebook import magics
@@ -83,7 +84,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         kinds.install(capture.INHERITED)
         self._initial_process = None  # the server's settings, read when the first cell runs
         self._initial_lock = threading.Lock()
-        self._gate = settings.GATE
+        self._gate = gate.GATE
         self.server = held.Server(os.path.realpath(workdir or os.getcwd()), fs.read_umask())
         self.timeout, self.grace = timeout, grace
         self.max_cell_memory = max_cell_memory
@@ -297,6 +298,27 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
                 if not run.done.is_set():
                     self._abandon_locked(run, kernel_error(
                         "KernelShutdown", "the server is shutting down; nothing was stored"))
+
+    def shutdown(self, grace=None):
+        """``close``, then wait up to ``grace`` seconds (default: the kernel's) for the
+        running cells to end, end the kernel's threads, close its state directory, and
+        put the process-wide settings its cells changed back. For a kernel embedded in a
+        process that goes on (a test): nothing of it is left running."""
+        self.close()
+        deadline = time.monotonic() + (self.grace if grace is None else grace)
+        while self._running_runs() and time.monotonic() < deadline:
+            time.sleep(0.01)  # (a stuck cell may never end: it is left behind)
+        self._threads.close()
+        supervisor = getattr(self, "_supervisor", None)
+        if supervisor is not None:  # it ends at its next check, the kernel being closed
+            supervisor.join(max(0.0, deadline - time.monotonic()) + 1.0)
+        if self._store is not None and not self._running_runs():
+            self._store.close()
+        self._gate.apply_if_idle(settings.Process({}, {}, {}).claims(self.server))
+
+    def _running_runs(self):
+        with self._lock:
+            return [run for run in self._runs.running.values() if not run.ended]
 
     def _run_record(self, exec_id):
         with self._lock:

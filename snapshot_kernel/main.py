@@ -62,7 +62,7 @@ _PLACEHOLDER = re.compile(r"<(\w+)>")  # Bottle's <name> in a route, shown as Op
 def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING,
                files=None, max_import=DEFAULT_MAX_IMPORT):
     """A Bottle app serving ``kernel``, and the ``files`` of a ``Workdir`` (by default
-    the current directory), to clients that present ``token``.
+    the kernel's workdir, where its cells run), to clients that present ``token``.
 
     At most ``max_running`` requests that wait on a cell (a waiting /execute, a
     long poll) or move a file's bytes are served at once; more are refused with
@@ -79,7 +79,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     app.add_hook("before_request", _route_the_path_sent)
     app.install(_map_kernel_errors)
     waiting = _Slots(max_running)
-    files = Workdir(os.getcwd()) if files is None else files
+    files = Workdir(kernel.server.workdir) if files is None else files
 
     @app.post("/execute")
     def execute():

@@ -333,3 +333,33 @@ def test_shell_commands_of_a_cell_get_its_environment(kernel, tmp_path):
     ok(kernel, f"import os\nos.chdir({str(tmp_path)!r})\nos.environ['SK_CHILD'] = 'branch'",
        new_state_name="branch")
     assert printed(kernel, "!echo $SK_CHILD; pwd", "branch") == f"branch\n{tmp_path}\n"
+
+
+# -- over HTTP --------------------------------------------------------------------------------
+
+def test_a_job_that_waits_says_so_over_http(snapshot_server):
+    """An agent starts a job without waiting behind a cell that sets a module attribute: the
+    202 and the record say waiting, for whom and why, and its reply says how long."""
+    client = snapshot_server.client
+    client.execute("import json, time", new_state_name="base")
+    patching = client.execute("json.dumps = lambda obj, **k: 'patched'\ntime.sleep(1.5)",
+                              "base", exec_id="patching", wait=False)
+    assert patching["status"] == "running"
+    _until(lambda: client.execution("patching")["status"] == "running")
+    started = client.execute("print('ran')", "base", exec_id="after", wait=False)
+    assert started["status"] == "waiting"
+    record = client.execution("after")
+    assert record["status"] == "waiting" and record["waiting"]["for"] == ["patching"]
+    assert record["waiting"]["settings"] == [
+        "module attributes: json.dumps (a cell that sets them runs alone)"]
+    reply = client.execution("after", wait=10)["reply"]
+    assert reply["output"] == [{"output_type": "stream", "name": "stdout", "text": "ran\n"}]
+    assert reply["waited"]["for"] == ["patching"] and reply["waited"]["seconds"] > 0.5
+
+
+def _until(condition):
+    for _ in range(int(WAIT / 0.02)):
+        if condition():
+            return
+        threading.Event().wait(0.02)
+    raise AssertionError("the condition did not hold in time")

@@ -231,6 +231,23 @@ kind("torch.random", library="torch", read=_torch_state, write=_write_torch, fre
      apart=lambda a, b: None if a is NOTHING or b is NOTHING else
      "torch.random: both draw from torch's one global generator")
 
+def active(holding):
+    """The kinds of ``holding`` whose libraries are imported: made again once a module was
+    imported since (every cell asks, and imports are rare)."""
+    size = len(sys.modules)
+    found = _ACTIVE.get(holding)
+    if found is not None and found[0] == size:
+        return found[1]
+    kinds = [each for each in SCOPES[holding] if each.active()]
+    if not any(each.library in sys.modules and not imported(each.library)
+               for each in SCOPES[holding] if each.library is not None):
+        _ACTIVE[holding] = (size, kinds)  # (not while one is half imported by a thread)
+    return kinds
+
+
+_ACTIVE = {}  # holding -> (len(sys.modules) then, its active kinds)
+
+
 _LIBRARY_FAILURES = (AttributeError, TypeError, ValueError, KeyError, ImportError)
 
 
