@@ -8,7 +8,7 @@ import os
 import shutil
 import tempfile
 
-from . import memory
+from . import crashes, memory
 from .runtime import capture
 from .states import cow
 from . import kernel as k
@@ -21,6 +21,7 @@ TOKEN_ENV = "SNAPSHOT_KERNEL_TOKEN"
 STATE_DIR_ENV = "SNAPSHOT_KERNEL_STATE_DIR"
 DEFAULT_BIND = "127.0.0.1:8080"
 PRIVATE_PREFIX = "snapshot-kernel-states-"  # then the supervisor's pid, "-", mkdtemp's letters
+JOURNAL = "journal"  # the file in a state directory where running executions are noted
 DEFAULT_THREADS = 16
 CONTROL_THREADS = 4  # workers /execute never takes, so that control requests always find one
 DEFAULT_MAX_RUNNING = DEFAULT_THREADS - CONTROL_THREADS
@@ -194,6 +195,22 @@ def enter_workdir(args):
             raise SystemExit(f"snapshot-kernel: cannot work in --workdir {args.workdir!r} "
                              f"({exc.strerror})") from None
     return Workdir(os.getcwd(), args.max_file)
+
+
+def journal_for(args, supervised):
+    """``(journal, stop)``: where the server notes the executions it runs, and the
+    ``crashes.Stop`` of those the last server on the same state directory left, or None.
+    With a state directory, the journal is a file there, which outlives every process;
+    without one, memory shared with the supervisor, or none for a server alone."""
+    if args.state_dir is None:
+        return (crashes.Journal() if supervised else None), None
+    try:
+        os.makedirs(args.state_dir, exist_ok=True)
+        journal = crashes.Journal(path=os.path.join(args.state_dir, JOURNAL))
+    except OSError as exc:
+        raise SystemExit(f"snapshot-kernel: cannot use --state-dir {args.state_dir!r} "
+                         f"({exc.strerror})") from None
+    return journal, journal.left_over()
 
 
 def kernel_from(args, crash=None, journal=None):

@@ -8,14 +8,18 @@ to the next server process, which reports the executions that were running as
 reaches it as an argument, in the memory it starts with.
 
 Which executions were running: a ``Journal``, a table in memory shared by the
-supervisor and its server processes (one anonymous ``MAP_SHARED`` mapping made
-before the first fork), which outlives the process that writes it. Noting an
-execution there costs two writes to memory, no system call; a transaction in
-the state directory would cost ~50 us. An execution that stores a checkpoint is
-also noted in the state directory's ``running`` table (``states.store``), with
-its checkpoints, and one saving its state says which (``Journal.saving``), so
-the next process reports it only if that state is not stored (``Crash.cut_short``).
-Without a supervisor, the ``running`` table alone says what a restart cut short.
+supervisor and its server processes, which outlives the process that writes it:
+with a state directory, a mapped file there (page cache, as the redo log), which
+outlives the supervisor too; without one, an anonymous ``MAP_SHARED`` mapping
+made before the first fork. Noting an execution there costs two writes to memory,
+no system call; a transaction in the state directory would cost ~50 us. An
+execution that stores a checkpoint is also noted in the state directory's
+``running`` table (``states.store``), with its checkpoints, and one saving its
+state says which (``Journal.saving``), so the next process reports it only if
+that state is not stored (``Crash.cut_short``). A server that stops as asked
+leaves its journal as it is, marked (``Journal.stopping``), and so does one
+killed with its supervisor: the next server on the directory reports what it
+ran (``Journal.left_over``, a ``Stop``).
 """
 
 import mmap
@@ -23,11 +27,14 @@ import os
 import signal
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 _READY = 0         # header byte: 1 once the server process serves
+_STOPPED = 1       # header byte: 1 once it stops as asked (SIGINT, SIGTERM)
 _USED = 4          # header, 4 bytes: slots written so far (the rest were never touched)
+_STOPPED_AT = 8    # header, 8 bytes: when it stopped as asked (time.time())
 _HEADER = 4096     # bytes before the first slot
 _SLOT = 2048       # bytes a slot: a 4-byte length, then a record (UTF-8) or nothing
 DEFAULT_SLOTS = 4096  # executions noted at once; more still run, unnoted
@@ -47,23 +54,56 @@ class Crash:
         """The summaries of the executions the crash ended: those of ``running`` that
         neither saved their new state (it is among ``states``) nor are in ``noted`` (the
         summaries a state directory kept, which list checkpoints: they come first)."""
-        known = {summary["exec_id"] for summary in noted}
-        return [*noted, *(summary for summary in self.running
-                          if summary["exec_id"] not in known
-                          and summary.get("saving") not in states)]
+        return _cut_short(self.running, states, noted)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """How the last server on a state directory ended while it ran executions, as its
+    journal says: ``shutdown`` (it stopped as asked, at ``died_at``) or ``restart`` (it
+    was killed with its supervisor, or the machine stopped: ``died_at`` is when the
+    journal was read, the latest it can have been); the executions it was running."""
+
+    reason: str
+    died_at: float
+    running: tuple = field(default_factory=tuple)
+
+    def cut_short(self, states, noted):
+        """As ``Crash.cut_short``."""
+        return _cut_short(self.running, states, noted)
+
+
+def _cut_short(running, states, noted):
+    known = {summary["exec_id"] for summary in noted}
+    return [*noted, *(summary for summary in running
+                      if summary["exec_id"] not in known and summary.get("saving") not in states)]
 
 
 class Journal:
     """The executions a server process runs, in memory that outlives the process.
 
-    The server process calls ``ready``, ``running`` and ``ended`` (from any
-    thread); the supervisor calls ``take`` once that process has died, and
-    before it forks the next. A record is written before its length, so a
-    process killed between the two leaves a slot that reads as empty.
+    The server process calls ``ready``, ``running``, ``saving``, ``ended`` and
+    ``stopping`` (from any thread); the supervisor calls ``take`` once that process
+    has died unasked, and before it forks the next. A record is written before its
+    length, so a process killed between the two leaves a slot that reads as empty.
     """
 
-    def __init__(self, slots=DEFAULT_SLOTS):
-        self._map = mmap.mmap(-1, _HEADER + slots * _SLOT)  # MAP_SHARED|MAP_ANONYMOUS
+    def __init__(self, slots=DEFAULT_SLOTS, path=None):
+        """In memory shared with the processes forked after this (lost with them all),
+        or in the file ``path``, kept as it is if it has this size (a journal that the
+        last server left), which outlives every process (not the machine)."""
+        size = _HEADER + slots * _SLOT
+        if path is None:
+            self._map = mmap.mmap(-1, size)  # MAP_SHARED|MAP_ANONYMOUS
+        else:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                if os.fstat(fd).st_size != size:  # new, or not one of these: start empty
+                    os.ftruncate(fd, 0)
+                    os.ftruncate(fd, size)
+                self._map = mmap.mmap(fd, size)
+            finally:
+                os.close(fd)  # the mapping keeps the file
         self._slots = slots
         self._lock = threading.Lock()
         self._free = []   # slots written before and free again: reused first
@@ -105,7 +145,9 @@ class Journal:
         struct.pack_into("<I", self._map, offset, length + len(added))
 
     def ended(self, exec_id):
-        """Execution ``exec_id`` is no longer running."""
+        """Execution ``exec_id`` is no longer running; once ``stopping``, it stays noted."""
+        if self._map[_STOPPED]:
+            return
         with self._lock:
             slot = self._held.pop(exec_id, None)
             if slot is None:
@@ -120,10 +162,37 @@ class Journal:
         struct.pack_into("<I", self._map, _USED, used + 1)
         return used
 
+    def stopping(self):
+        """The server process stops as asked: what it runs now ends by that, and stays
+        noted, for the next server on the state directory to report (``left_over``)."""
+        struct.pack_into("<d", self._map, _STOPPED_AT, time.time())
+        self._map[_STOPPED] = 1
+
+    def left_over(self):
+        """A ``Stop`` of the executions the last server noted here and did not end, or
+        None: for a new server on a state directory, whose kernel then ``forget``s them."""
+        stopped = self._map[_STOPPED] == 1
+        died_at = struct.unpack_from("<d", self._map, _STOPPED_AT)[0] if stopped else time.time()
+        running = self._noted()
+        if not running:
+            return None
+        return Stop("shutdown" if stopped else "restart", died_at, running)
+
+    def forget(self):
+        """Empty the journal: the new server process has been told what it held."""
+        self.take()
+
     def take(self):
         """``(ready, summaries of the executions noted)`` that the last server process
         left; the journal is empty afterwards, for the next one."""
-        ready = self._map[_READY] == 1
+        ready, summaries = self._map[_READY] == 1, self._noted()
+        used = min(struct.unpack_from("<I", self._map, _USED)[0], self._slots)
+        end = _HEADER + used * _SLOT
+        self._map[:end] = bytes(end)
+        return ready, summaries
+
+    def _noted(self):
+        """The summaries of the executions noted, as ``states.store`` keeps them."""
         used = min(struct.unpack_from("<I", self._map, _USED)[0], self._slots)
         summaries = []
         for slot in range(used):
@@ -133,9 +202,7 @@ class Journal:
                 summary = _summary(self._map[offset + 4:offset + 4 + length])
                 if summary is not None:
                     summaries.append(summary)
-        end = _HEADER + used * _SLOT
-        self._map[:end] = bytes(end)
-        return ready, tuple(summaries)
+        return tuple(summaries)
 
 
 def _summary(record):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
 
+from .crashes import Crash
 from .runtime.capture import Capture
 from .states.storage import NOT_EXPORTED
 
@@ -173,22 +174,21 @@ class Executions:
         self.running[run.exec_id] = run
 
     def restored(self, summary, crash=None, states_kept=True):
-        """Keep the record of an execution that a restart ended (its summary as saved), or
-        that a ``crashes.Crash`` of the server process ended; ``states_kept`` says whether
-        the states from before it are still there (with a state directory)."""
+        """Keep the record of an execution that a restart ended (its summary as saved),
+        that a ``crashes.Crash`` of the server process ended, or that the last server's
+        ``crashes.Stop`` did; ``states_kept`` says whether the states from before it are
+        still there (with a state directory)."""
+        crashed = isinstance(crash, Crash)
         run = Execution(summary["exec_id"], "", summary["state_name"],
                         summary["new_state_name"], -1, Capture(), "", summary["timeout"], None,
-                        interrupt_reason=None if crash else "restart",
+                        interrupt_reason=None if crashed else getattr(crash, "reason", "restart"),
                         checkpoints=summary["checkpoints"], progress=summary["progress"],
-                        crash=crash and crash.cause)
+                        crash=crash.cause if crashed else None)
         last = run.checkpoints[-1]["state_name"] if run.checkpoints else None
-        if crash is None:
-            error = kernel_error("KernelRestart", "the server stopped while this cell ran; "
-                                 "nothing but its checkpoints was stored"
-                                 + (f"; the last is {last!r}" if last else ""))
-        else:
+        if crash is not None:
             _since_crash(run, summary, crash.died_at)
-            error = crash_error(crash.cause, last, states_kept)
+        error = (crash_error(crash.cause, last, states_kept) if crashed
+                 else stop_error(run.interrupt_reason, last))
         run.reply = {"output": [{"output_type": "error", **error}], "state_name": None,
                      "error": error, "exec_id": run.exec_id, "parent": run.state_name,
                      "checkpoints": run.checkpoints}
@@ -229,6 +229,17 @@ def _since_crash(run, summary, died_at):
     ``Executions.end`` has ended it, now) up to the crash."""
     run.started_at = datetime.fromisoformat(summary["started"]).timestamp()
     run.started = time.monotonic() - max(0.0, died_at - run.started_at)
+
+
+def stop_error(reason, last_checkpoint):
+    """The error of an execution that was running when the server stopped: as asked
+    (``shutdown``), or not (``restart``: killed with its supervisor, or without one)."""
+    kept = "nothing but its checkpoints was stored" + (
+        f"; the last is {last_checkpoint!r}" if last_checkpoint else "")
+    if reason == "shutdown":
+        return kernel_error("KernelShutdown", "the server was stopped (SIGINT or SIGTERM) "
+                            f"while this cell ran; {kept}")
+    return kernel_error("KernelRestart", f"the server stopped while this cell ran; {kept}")
 
 
 def crash_error(cause, last_checkpoint, states_kept):

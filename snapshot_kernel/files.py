@@ -95,9 +95,10 @@ class Workdir:
                         os.rmdir(directory)
         return {"name": "/".join(parts), "size": size}
 
-    def delete(self, path):
+    def delete(self, path, directory=False):
         """Remove the file, symbolic link or empty directory at ``path`` (a link
-        itself, never what it points to); ``{"deleted": name}``."""
+        itself, never what it points to); ``{"deleted": name}``. With ``directory``
+        (a path that ends in '/'), only an empty directory, as ``rmdir dir/`` would."""
         parts = _parts(path)
         if not parts:
             raise InvalidPath("the working directory itself cannot be deleted")
@@ -105,6 +106,9 @@ class Workdir:
         with _refusals(path, writing=False):
             if os.path.isdir(target) and not os.path.islink(target):
                 os.rmdir(target)
+            elif directory and os.path.lexists(target):
+                raise FileConflict(f"{path!r} is not a directory: name it without the "
+                                   "final '/' to delete it")
             else:
                 os.unlink(target)
         return {"deleted": "/".join(parts)}

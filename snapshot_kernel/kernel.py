@@ -69,10 +69,11 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         records are kept ``keep_results`` seconds (``execution.Executions``). With a
         ``state_dir``, every state is saved there before it is announced, and the states
         found there are loaded (``store``); ``max_memory`` then bounds the bytes of
-        stored objects kept in memory. In a server process that a supervisor forked,
-        ``crash`` says how the last one died (its executions are reported ``crashed``),
-        and running executions are noted in ``journal`` (``crashes``): with a state
-        directory too, where that costs a transaction per execute. ``private_dir``: the
+        stored objects kept in memory. ``crash`` says how the last server process died
+        (a ``crashes.Crash``: its executions are reported ``crashed``), or how the last
+        server on the state directory stopped (a ``crashes.Stop``: ``interrupted``);
+        running executions are noted in ``journal`` (``crashes``), else in the state
+        directory, where that costs a transaction per execute. ``private_dir``: the
         state directory is the server's alone, removed when it stops (``Store``).
         ``max_cell_memory``: the bytes of anonymous memory the process may hold while
         cells run; past it, the running cells are interrupted with a MemoryError
@@ -114,6 +115,8 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             ended = crash.cut_short(self._states, ended)
         for summary in ended:
             self._runs.restored(summary, crash, states_kept=self._store is not None)
+        if journal is not None:
+            journal.forget()  # what it held is ``crash``'s
 
     def _open_store(self):
         """Take the states the state directory holds, or give it ``initial``; the summaries
@@ -285,7 +288,11 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             return [run.summary() for run in reversed(self._runs.finished.values())]
 
     def close(self):
-        """Interrupt every execution and make waiting requests answer at once."""
+        """Interrupt every execution and make waiting requests answer at once. Those it
+        ends stay noted as running (the journal's, the state directory's), for the next
+        server on the state directory to report as ``interrupted``."""
+        if self._journal is not None:
+            self._journal.stopping()
         with self._lock:
             self._closed = True
             for run in self._runs.running.values():
@@ -469,7 +476,6 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
                 name = run.new_state_name or self._auto_name()
                 self._reserved[name] = run
                 state = self._child(name, run, outcome.stored, outcome.process)
-        lost = {}
         if self._store is not None:
             # Noted as running in the state directory if there is no journal, or once it
             # stored a checkpoint: then noted as ended in the transaction saving its state.
@@ -477,13 +483,14 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             if state is not None:
                 if self._journal is not None:  # a crash while saving: was it saved?
                     self._journal.saving(run.exec_id, state.name)
-                lost, failure = self._save(state, run.exec_id if noted else None)
+                failure = self._save(state, run.exec_id if noted else None)
                 if failure is not None:
                     state, outcome = None, Outcome(error=failure)
-            if state is None and noted:  # before the reply: a restart cannot report it
-                self._store.ended(run.exec_id)
+            if state is None and noted and not self._closed:  # before the reply: a
+                self._store.ended(run.exec_id)  # restart cannot report it; a stop does
         if self._journal is not None:  # likewise: a crash after the reply ended nothing
             self._journal.ended(run.exec_id)
+        lost = state.names.lost() if state is not None else None  # inherited ones too
         with self._lock:
             if self._reserved.get(run.new_state_name) is run:
                 del self._reserved[run.new_state_name]
@@ -494,18 +501,21 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
                 else:
                     state, outcome = None, judged(run, outcome, self._generation)
             if not run.done.is_set():
-                run.reply = reply_for(run, outcome, state and state.name, lost)
+                run.reply = reply_for(run, outcome, state and state.name,
+                                      lost if state is not None else None)
                 run.done.set()
             self._runs.end(run)
 
     def _save(self, state, exec_id):
-        """``(lost, None)`` once ``state`` is in the state directory and execution
-        ``exec_id`` no longer noted as running there, or ``(None, error)``."""
+        """None once ``state`` is in the state directory (its names that could not be
+        saved marked ``lost``) and execution ``exec_id`` no longer noted as running
+        there; else the error to reply."""
         try:
-            return self._store.save(state, exec_id), None
+            self._store.save(state, exec_id)
         except (OSError, StoreError) as exc:
-            return None, kernel_error("StoreError", f"the new state could not be saved to the "
-                                      f"state directory ({exc}); nothing was stored")
+            return kernel_error("StoreError", f"the new state could not be saved to the "
+                                f"state directory ({exc}); nothing was stored")
+        return None
 
     @staticmethod
     def _child(name, run, changes, process, **meta):

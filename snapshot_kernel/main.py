@@ -30,12 +30,13 @@ from .web.bodies import (DEFAULT_MAX_IMPORT, DEFAULT_PAGE, EXECUTE_FIELDS, FORMA
 from .files import Workdir
 from .render import render_text
 from .states.store import StoreError
-from .cli import (DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, enter_workdir, kernel_from, parse_args,
-                  private_state_dir)
+from .cli import (DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, enter_workdir, journal_for, kernel_from,
+                  parse_args, private_state_dir)
 from .supervisor import supervise
 from .web.fileroutes import add_file_routes
-from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, SHUTDOWN_TIMEOUT, error_body,
-                         exit_now, listening_socket, make_server, serve_until_signalled)
+from .web.process import SHUTDOWN_TIMEOUT, exit_now, say, serve_until_signalled
+from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, error_body, listening_socket,
+                         make_server)
 
 KERNEL_ERROR_STATUS = {
     errors.InvalidArgument: 400,
@@ -417,14 +418,16 @@ def main(argv=None):
     except OSError as exc:
         sys.exit(f"snapshot-kernel: cannot listen on {args.bind[0]}:{args.bind[1]} ({exc})")
     if args.no_supervisor:
-        serve(args, listener, files)
+        journal, stop = journal_for(args, supervised=False)
+        serve(args, listener, files, stop, journal)
     private = private_state_dir(args)
+    journal, stop = journal_for(args, supervised=True)
     # The supervisor kills a server process still there 0.1 s after it should have exited
     # (serve_until_signalled), and so within the 5 s a stop may take, whatever a cell holds.
     try:
         with listener:
             status = supervise(functools.partial(serve, args, listener, files),
-                               SHUTDOWN_TIMEOUT - 0.4)
+                               SHUTDOWN_TIMEOUT - 0.4, journal, stop)
     finally:  # only the supervisor gets here: a server process ends in os._exit
         if private is not None:
             shutil.rmtree(private, ignore_errors=True)
@@ -433,9 +436,8 @@ def main(argv=None):
 
 def serve(args, listener, files, crash=None, journal=None):
     """Serve on ``listener`` (and ``files``, the working directory) until SIGINT or
-    SIGTERM, then end the process; in a supervised
-    server process, with the ``crash`` that ended the last one, noting executions in
-    ``journal`` (``supervisor.supervise``)."""
+    SIGTERM, then end the process; told how the last server (process) ended
+    (``crash``), noting executions in ``journal`` (``cli.journal_for``)."""
     try:
         kernel = kernel_from(args, crash, journal)
     except StoreError as exc:
@@ -448,7 +450,7 @@ def serve(args, listener, files, crash=None, journal=None):
     if journal is not None:
         journal.ready()
     host, port = server.bind_addr[:2]
-    print(f"snapshot-kernel listening on http://{host}:{port}", file=sys.stderr, flush=True)
+    say(f"snapshot-kernel listening on http://{host}:{port}")
     serve_until_signalled(server, kernel.close)  # kernel.close: waiting requests answer at once
     exit_now()  # without joining what cells left running: threads, executors, child processes
 

@@ -48,17 +48,17 @@ OOM_WINDOW = 60.0
 _PR_SET_PDEATHSIG = 1   # <linux/prctl.h>
 
 
-def supervise(serve, stop_timeout):
+def supervise(serve, stop_timeout, journal, stop=None):
     """Run ``serve(crash, journal)`` in a forked server process, and again each time that
     process dies unasked, until a stop signal; return the supervisor's exit status.
 
     ``serve`` never returns when it serves (it ends its process); it returns or raises
-    only if it could not start. ``crash`` is None for the first process.
+    only if it could not start. ``crash`` is, for the first process, ``stop`` (how the
+    last server on its state directory ended, or None); then the ``crashes.Crash``.
     """
     prctl = _prctl()
-    journal = crashes.Journal()
     signal.pthread_sigmask(signal.SIG_BLOCK, TAKEN)
-    crash, failures = None, 0
+    crash, failures = stop, 0
     while True:
         oom_kills = crashes.oom_kills()
         pid = _fork(serve, crash, journal, prctl)
@@ -173,7 +173,10 @@ def _while_running(running):
 
 
 def _say(message):
-    print(f"snapshot-kernel: {message}", file=sys.stderr, flush=True)
+    try:
+        print(f"snapshot-kernel: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # nobody reads stderr any more: go on without saying it
+        pass
 
 
 def _prctl():

@@ -1,21 +1,27 @@
-"""snapshot_kernel.client against a real server on a loopback port: every method, every
-exception type, keep-alive, and files streamed both ways."""
+"""snapshot_kernel.client against a real server on a loopback port: every method, its
+typed reply and every exception type, files streamed both ways; each test runs with
+``Client`` and with ``AsyncClient`` (``clients.py``). Connections and lost replies:
+test_client_connections.py."""
 
+import errno
 import http.server
 import io
+import json
 import os
 import shutil
-import socket
-import socketserver
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
+import clients
 from helpers import WAIT
-from snapshot_kernel import client as client_module
-from snapshot_kernel.client import (BadRequest, Busy, Client, ClientError, Conflict, NotFound,
-                                    TooLarge, Unauthorized)
+from snapshot_kernel.client import calls, sync
+from snapshot_kernel.client import (BadRequest, Busy, CellFailed, ClientError, Conflict,
+                                    ExecutionReply, NotFound, ProtocolError, TextReply, TimedOut,
+                                    TooLarge, Unauthorized, Unreachable, UsageError)
 from test_server import TOKEN, Server, start_server  # noqa: F401
 
 MAX_FILE = 1_000_000
@@ -33,10 +39,25 @@ def served(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(params=clients.KINDS)
+def make(request):
+    """``make(url, token=TOKEN, **options)``: a client of the kind the test runs with, closed
+    at teardown."""
+    made = []
+
+    def client(url, token=TOKEN, **options):
+        made.append(clients.make(request.param, url, token, **options))
+        return made[-1]
+
+    yield client
+    for each in made:
+        each.close()
+
+
 @pytest.fixture
-def kernel(served):
+def kernel(served, make):
     """A client of the module's server; its states and files are cleared after each test."""
-    with Client(f"http://127.0.0.1:{served[0].port}", TOKEN, timeout=WAIT) as client:
+    with make(f"http://127.0.0.1:{served[0].port}", timeout=WAIT) as client:
         yield client
         client.reset()
     for entry in served[1].iterdir():
@@ -85,7 +106,7 @@ def test_a_job_started_without_waiting_is_followed_to_its_end(kernel, tmp_path):
 
 
 def test_a_wait_longer_than_the_server_allows_is_several_polls(kernel, monkeypatch):
-    monkeypatch.setattr(client_module, "MAX_POLL", 0.2)
+    monkeypatch.setattr(calls, "MAX_POLL", 0.2)
     kernel.execute("import time\ntime.sleep(1)", wait=False, exec_id="slow")
     assert kernel.execution("slow", wait=WAIT)["status"] == "completed"
 
@@ -151,8 +172,8 @@ def test_an_error_reply_is_the_exception_of_its_status_with_the_servers_message(
     assert str(raised.value) == raised.value.message
 
 
-def test_a_wrong_token_is_unauthorized(served):
-    with Client(f"http://127.0.0.1:{served[0].port}", "not-the-token") as wrong:
+def test_a_wrong_token_is_unauthorized(served, make):
+    with make(f"http://127.0.0.1:{served[0].port}", "not-the-token") as wrong:
         with pytest.raises(Unauthorized, match="missing or wrong token") as raised:
             wrong.states()
     assert raised.value.status == 401
@@ -191,11 +212,12 @@ class _Fake(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_another_status_and_body_is_a_plain_client_error_and_a_path_prefix_is_kept():
+def test_another_status_and_body_is_a_plain_client_error_and_a_path_prefix_is_kept(make):
     fake = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Fake)
     threading.Thread(target=fake.serve_forever, args=(0.01,), daemon=True).start()
+    _Fake.paths.clear()
     try:
-        with Client(f"http://127.0.0.1:{fake.server_port}/kernels/7/", TOKEN) as behind:
+        with make(f"http://127.0.0.1:{fake.server_port}/kernels/7/") as behind:
             with pytest.raises(ClientError) as raised:
                 behind.describe("a b")
     finally:
@@ -206,154 +228,140 @@ def test_another_status_and_body_is_a_plain_client_error_and_a_path_prefix_is_ke
     assert _Fake.paths == ["/kernels/7/states/a%20b"]
 
 
-def test_a_server_that_is_not_there_is_an_os_error():
-    with Client("http://127.0.0.1:9", TOKEN) as nowhere:  # the discard port: not listening
-        with pytest.raises(OSError):
+def test_a_server_that_is_not_there_is_unreachable_a_client_error_and_an_os_error(make):
+    with make("http://127.0.0.1:9") as nowhere:  # the discard port: not listening
+        with pytest.raises(Unreachable, match="cannot reach the snapshot-kernel server at "
+                                              "http://127.0.0.1:9") as raised:
             nowhere.states()
+    assert isinstance(raised.value, ClientError) and isinstance(raised.value, ConnectionError)
+    assert raised.value.errno == errno.ECONNREFUSED and raised.value.status is None
 
 
-def test_a_url_that_is_not_http_is_refused():
-    with pytest.raises(ValueError, match="http:// or https://"):
-        Client("ftp://host", TOKEN)
+class _Silent(http.server.BaseHTTPRequestHandler):
+    """Reads a request and answers nothing until the test is over."""
+
+    over = threading.Event()
+
+    def do_GET(self):
+        self.over.wait(WAIT)
+
+    def log_message(self, *args):
+        pass
 
 
-# -- a reply lost with its connection ----------------------------------------------------------
+class _Garbage(http.server.BaseHTTPRequestHandler):
+    """Answers with what is not HTTP."""
 
-def test_a_cell_that_crashes_the_server_process_gets_the_crash_as_its_reply(start_server):
-    server = start_server()  # as a user starts it: a supervisor, states in a private directory
-    with Client(f"http://127.0.0.1:{server.port}", TOKEN, timeout=WAIT) as kernel:
-        kernel.execute("x = 41", new_state_name="before")
-        reply = kernel.execute("import os\nos._exit(7)", "before")
-        assert (reply["state_name"], reply["error"]["ename"]) == (None, "KernelCrash")
-        assert "exited with status 7" in reply["error"]["evalue"]
-        record = kernel.execution(reply["exec_id"])
-        assert (record["status"], record["crash"]["exit_status"]) == ("crashed", 7)
-        named = kernel.execute("import ctypes\nctypes.string_at(0)", "before", exec_id="segv")
-        assert named["exec_id"] == "segv" and "SIGSEGV" in named["error"]["evalue"]
-        assert kernel.execute("x + 1", "before")["output"][-1]["data"]["text/plain"] == "42"
+    def do_GET(self):
+        self.wfile.write(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
+
+    def log_message(self, *args):
+        pass
 
 
-class _HangUp(socketserver.BaseRequestHandler):
-    """Reads a request and closes the connection without a reply."""
-
-    requests = []
-
-    def handle(self):
-        self.requests.append(self.request.recv(65536).split(b"\r\n", 1)[0])
-
-
-def test_a_hang_up_before_the_server_knows_the_execution_is_raised():
-    fake = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _HangUp)
+@pytest.mark.parametrize("handler, kind, words", [
+    (_Silent, TimedOut, "did not answer"), (_Garbage, ProtocolError, "not HTTP")],
+    ids=["silent", "not HTTP"])
+def test_a_server_that_does_not_answer_or_speaks_no_http_is_a_client_error(make, handler,
+                                                                          kind, words):
+    fake = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=fake.serve_forever, args=(0.01,), daemon=True).start()
+    _Silent.over.clear()
     try:
-        with Client(f"http://127.0.0.1:{fake.server_address[1]}", TOKEN) as nowhere:
-            with pytest.raises(ConnectionError):
-                nowhere.execute("1 + 1", exec_id="e1")
+        with make(f"http://127.0.0.1:{fake.server_port}", timeout=0.3) as behind:
+            with pytest.raises(kind, match=words) as raised:
+                behind.states()
     finally:
+        _Silent.over.set()
         fake.shutdown()
         fake.server_close()
-    assert _HangUp.requests == [b"POST /execute HTTP/1.1",  # then the lookup, which fails too
-                                b"GET /executions/e1?wait=60.000 HTTP/1.1"]
+    assert isinstance(raised.value, ClientError)
+    assert isinstance(raised.value, TimeoutError) == (kind is TimedOut)
 
 
-def test_a_proxy_hanging_up_under_a_cell_gets_the_servers_reply(served, tmp_path):
-    """The server interrupts a cell whose client left; the client hears how it ended."""
-    proxy = _DroppingProxy(served[0].port, after=0.5)
-    try:
-        with Client(f"http://127.0.0.1:{proxy.port}", TOKEN, timeout=WAIT) as behind:
-            reply = behind.execute(wait_cell(tmp_path / "never"), exec_id="dropped")
-            record = behind.execution("dropped")
-    finally:
-        proxy.close()
-    assert reply["error"]["ename"] == "KeyboardInterrupt" and reply["exec_id"] == "dropped"
-    assert (record["status"], record["interrupt_reason"]) == ("interrupted", "disconnect")
+def test_a_url_that_is_not_http_is_refused(make):
+    with pytest.raises(UsageError, match="http:// or https://") as raised:
+        make("ftp://host")
+    assert isinstance(raised.value, ValueError) and isinstance(raised.value, ClientError)
 
 
-class _DroppingProxy:
-    """Forwards connections to ``port``; the first one it closes ``after`` s."""
-
-    def __init__(self, port, after):
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port, self.upstream, self.after = self.listener.getsockname()[1], port, after
-        self.connections = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:  # closed
-                return
-            server = socket.create_connection(("127.0.0.1", self.upstream))
-            self.connections += [client, server]
-            for source, target in ((client, server), (server, client)):
-                threading.Thread(target=_pipe, args=(source, target), daemon=True).start()
-            if len(self.connections) == 2:
-                threading.Timer(self.after, _close, (client, server)).start()
-
-    def close(self):
-        self.listener.close()
-        _close(*self.connections)
+def test_the_token_is_read_from_the_environment_when_none_is_given(served, make, monkeypatch):
+    url = f"http://127.0.0.1:{served[0].port}"
+    monkeypatch.delenv(calls.TOKEN_VARIABLE, raising=False)
+    with pytest.raises(UsageError, match="SNAPSHOT_KERNEL_TOKEN"):
+        make(url, None)
+    monkeypatch.setenv(calls.TOKEN_VARIABLE, TOKEN)
+    assert make(url, None).states() == {"states": ["initial"]}
+    with pytest.raises(Unauthorized):
+        make(url, "given-wins").states()
 
 
-def _pipe(source, target):
-    try:
-        while True:
-            data = source.recv(65536)
-            if not data:
-                break
-            target.sendall(data)
-    except OSError:  # one side was closed
-        pass
-    _close(source, target)
+def test_a_token_in_utf_8_is_sent_as_the_server_compares_it(start_server, make):
+    server = start_server(token="t\u00f6k\u00e9n-\u2713")
+    with make(f"http://127.0.0.1:{server.port}", "t\u00f6k\u00e9n-\u2713") as kernel:
+        assert kernel.states() == {"states": ["initial"]}
 
 
-def _close(*sockets):
-    for each in sockets:
-        try:
-            each.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        each.close()
+def test_the_repr_names_the_server_and_never_the_token(kernel, served):
+    shown = repr(kernel.client if isinstance(kernel, clients.Blocking) else kernel)
+    assert shown.endswith(f"Client('http://127.0.0.1:{served[0].port}', timeout={WAIT})")
+    assert TOKEN not in shown
 
 
-# -- the connection ------------------------------------------------------------------------
+# -- typed replies -----------------------------------------------------------------------------
 
-def wait_until_the_server_closes(sock):
-    """Return once the server has closed ``sock``, which it does after --request-timeout
-    (1 s) idle, checked every half second or so: a fixed sleep was once too short on CI."""
-    deadline = time.monotonic() + WAIT
-    while not client_module._closed_by_peer(sock):
-        assert time.monotonic() < deadline, "the server kept an idle connection open"
-        time.sleep(0.05)
-
-
-def test_a_get_meeting_a_closed_connection_is_sent_again(kernel, monkeypatch):
-    kernel.states()
-    wait_until_the_server_closes(kernel._local.conn.sock)
-    monkeypatch.setattr(client_module, "_closed_by_peer", lambda sock: False)  # not seen
-    assert kernel.states() == {"states": ["initial"]}
-
-
-def test_calls_share_one_connection_and_survive_the_server_closing_it(kernel):
-    kernel.states()
-    first = kernel._local.conn.sock
-    kernel.states()
-    assert kernel._local.conn.sock is first
-    wait_until_the_server_closes(first)
-    assert kernel.execute("1 + 1")["error"] is None  # a POST is never sent twice: it must
-    assert kernel._local.conn.sock is not first      # see the closed connection first
+def test_a_reply_is_a_dict_whose_keys_are_typed_attributes(kernel):
+    reply = kernel.execute("print('out')\nx = 6\nx * 7", new_state_name="six", exec_id="e6")
+    assert isinstance(reply, ExecutionReply) and isinstance(reply, dict)
+    assert (reply.state_name, reply.exec_id, reply.parent, reply.error) == ("six", "e6",
+                                                                          "initial", None)
+    assert (reply.stdout, reply.stderr, reply.result) == ("out\n", "", "42")
+    assert (reply.checkpoints, reply.truncated, reply.lost) == ([], {}, {})  # keys left out
+    assert json.loads(json.dumps(reply)) == reply == dict(reply)
+    described = kernel.describe("six")
+    assert described.variables["x"] == {"type": "int", "repr": "6"} == described["variables"]["x"]
+    assert (described.parent, described.checkpoint, described.progress) == ("initial", False,
+                                                                            None)
+    diff = kernel.diff("initial", "six")
+    assert (diff.from_, diff.to, sorted(diff.added)) == ("initial", "six", ["_", "x"])
+    record = kernel.execution("e6")
+    assert (record.status, record.reply.result, record.crash) == ("completed", "42", None)
+    listed = kernel.executions()
+    assert listed.finished[0].exec_id == "e6" and listed.executions == []  # the latest
+    assert kernel.states().states == ["initial", "six"]
 
 
-def test_each_thread_has_its_own_connection(kernel):
-    answers = []
-    threads = [threading.Thread(target=lambda: answers.append(kernel.states()))
-               for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(WAIT)
-    assert answers == [{"states": ["initial"]}] * 3
+def test_raise_for_error_gives_the_reply_back_or_raises_the_cells_error(kernel):
+    ok = kernel.execute("1 + 1")
+    assert ok.raise_for_error() is ok
+    failed = kernel.execute("def f():\n    1 / 0\nf()", exec_id="bad")
+    with pytest.raises(CellFailed, match="ZeroDivisionError: division by zero") as raised:
+        failed.raise_for_error()
+    error = raised.value
+    assert (error.ename, error.evalue, error.reply, error.status) == (
+        "ZeroDivisionError", "division by zero", failed, None)
+    assert error.traceback == failed.error.traceback and "f()" in "".join(error.traceback)
+    with pytest.raises(CellFailed, match="ZeroDivisionError"):
+        kernel.execution("bad").raise_for_error()
+    started = kernel.execute("import time\ntime.sleep(60)", wait=False)  # reset stops it
+    assert kernel.execution(started.exec_id).raise_for_error().reply is None  # running
+
+
+def test_format_text_is_the_servers_concise_text_with_the_names_beside_it(kernel):
+    reply = kernel.execute("print('hi')\n41 + 1", new_state_name="t", exec_id="tx",
+                           format="text")
+    assert isinstance(reply, TextReply)
+    assert reply == "<stdout>\nhi\n</stdout>\n<execute_result>\n42\n</execute_result>"
+    assert (reply.exec_id, reply.state_name, reply.parent, reply.error_name) == (
+        "tx", "t", "initial", None)
+    assert reply.raise_for_error() is reply
+    failed = kernel.execute("print('partial')\n1 / 0", format="text")
+    assert (failed.state_name, failed.error_name) == (None, "ZeroDivisionError")
+    with pytest.raises(CellFailed, match="ZeroDivisionError: division by zero"):
+        failed.raise_for_error()
+    assert kernel.execute("1", wait=False, format="text").status == "running"
+    with pytest.raises(UsageError, match="'json' or 'text'"):
+        kernel.execute("1", format="xml")
 
 
 # -- files -----------------------------------------------------------------------------------
@@ -446,18 +454,46 @@ def test_a_large_file_object_over_the_limit_is_refused_and_the_413_is_heard(kern
     assert kernel.states() == {"states": ["initial"]}  # the client carries on
 
 
-def test_the_module_reads_only_the_standard_library():
+def test_an_import_onto_a_taken_name_is_a_conflict_however_large_the_archive(kernel,
+                                                                           tmp_path):
+    """The server refuses it before reading the body; each client hears the 409, not a
+    broken pipe (the server reads and drops the rest, AsyncClient stops sending)."""
+    archive = tmp_path / "big.tar"
+    with open(archive, "wb") as out:
+        out.truncate(48 << 20)
+    kernel.execute("x = 1", new_state_name="taken")
+    with pytest.raises(Conflict, match="already exists"):
+        kernel.import_state("taken", archive)
+    assert kernel.states().states == ["initial", "taken"]  # and the client carries on
+
+
+def test_the_client_is_typed_throughout(tmp_path):
+    """``mypy --strict`` passes on it (pyproject.toml keeps the untyped server out). In a
+    process of its own: mypy sets this one's recursion limit, which cells would inherit."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(sync.__file__)))
+    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file",
+                           os.path.join(root, "pyproject.toml"), "--cache-dir", str(tmp_path),
+                           os.path.join(root, "snapshot_kernel", "client")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_client_reads_only_the_standard_library_and_its_own_folder():
+    """So copying snapshot_kernel/client/ alone is enough."""
     import ast
-    import sys
-    tree = ast.parse(open(client_module.__file__).read())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
-                if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.level == 0}
-    stdlib = getattr(sys, "stdlib_module_names", imported)  # 3.10+
-    assert imported <= set(stdlib), imported - set(stdlib)
-    assert not [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                and node.level > 0]
+    folder = os.path.dirname(sync.__file__)
+    stdlib = getattr(sys, "stdlib_module_names", None)  # 3.10+
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".py"):
+            continue
+        tree = ast.parse(open(os.path.join(folder, name)).read())
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.level == 0}
+        assert stdlib is None or imported <= stdlib | {"__future__"}, (name, imported - stdlib)
+        assert all(node.level == 1 for node in ast.walk(tree)  # from .x, never from ..x
+                   if isinstance(node, ast.ImportFrom) and node.level), name
 
 
 def test_a_state_exported_to_a_file_imports_as_a_new_state(kernel, tmp_path):

@@ -25,7 +25,7 @@ from test_openapi import Described
 from test_server import (SERVER_TMPDIR, TIMEOUT, TOKEN, call, server_env,  # noqa: F401
                          start_server)
 from snapshot_kernel import cli, crashes, supervisor
-from snapshot_kernel.web.server import SHUTDOWN_TIMEOUT
+from snapshot_kernel.web.process import SHUTDOWN_TIMEOUT
 
 BACK = 3.0  # seconds from a crash to an answered GET /states, at most (measured: 0.02-0.3 s)
 CLIENTS = 4
@@ -347,6 +347,36 @@ def test_sigterm_stops_the_server_even_while_a_cell_holds_the_gil(start_server):
     assert time.monotonic() - started < SHUTDOWN_TIMEOUT + 0.5  # 5 s, and a loaded machine's slack
 
 
+class _Unread:
+    """A server started by a process that has gone: nobody reads its stderr."""
+
+    def __init__(self):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "snapshot_kernel.main", "--bind", "127.0.0.1:0"],
+            env=server_env(TOKEN), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for line in self.process.stderr:
+            if b"listening on" in line:
+                self.port = int(line.rsplit(b":", 1)[1])
+                break
+        self.process.stderr.close()
+
+
+def test_a_crash_is_survived_when_nobody_reads_stderr():
+    """The supervisor's line about the crash, and the next server process's about where it
+    listens, once raised BrokenPipeError: the supervisor died, or the new process did."""
+    server = _Unread()
+    try:
+        assert request_json(server, "GET", "/states")[0] == 200  # it serves: handlers are set
+        crash_with(server, "import os\nos._exit(3)", "gone", state="initial")
+        status, report = request_json(server, "GET", "/executions/gone")
+        assert (status, report["status"], report["crash"]["exit_status"]) == (200, "crashed", 3)
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(TIMEOUT) == 0
+    finally:
+        server.process.kill()
+        server.process.wait(TIMEOUT)
+
+
 def test_a_server_process_dying_at_every_start_makes_the_supervisor_give_up(tmp_path):
     """A crash loop is bounded, paced, and explained on stderr."""
     code = ("import os, signal, sys\n"
@@ -531,6 +561,27 @@ def test_an_execution_whose_state_was_saved_before_the_crash_is_not_reported():
     cut_short = crash.cut_short({"initial": None, "state-7": None}, noted)
     assert [summary["exec_id"] for summary in cut_short] == ["checkpointed", "saving", "running"]
     assert cut_short[0] is noted[0]  # the state directory's record lists the checkpoints
+
+
+def test_a_journal_in_a_file_outlives_its_processes_and_tells_a_stop_from_a_kill(tmp_path):
+    path = str(tmp_path / "journal")
+    first = crashes.Journal(slots=4, path=path)
+    for run in (Run("kept"), Run("ended"), Run("saved")):
+        first.running(run)
+    first.ended("ended")
+    first.saving("saved", "state-1")
+    left = crashes.Journal(slots=4, path=path).left_over()  # as after a kill -9: no stopping()
+    assert (left.reason, [s["exec_id"] for s in left.running]) == ("restart", ["kept", "saved"])
+    assert [s["exec_id"] for s in left.cut_short({"state-1": None}, [])] == ["kept"]
+    before = time.time()
+    first.stopping()
+    first.ended("kept")  # a cell ended by the stop: it stays noted
+    left = crashes.Journal(slots=4, path=path).left_over()
+    assert (left.reason, [s["exec_id"] for s in left.running]) == ("shutdown", ["kept", "saved"])
+    assert before <= left.died_at <= time.time()
+    crashes.Journal(slots=4, path=path).forget()
+    assert crashes.Journal(slots=4, path=path).left_over() is None
+    assert crashes.Journal(slots=8, path=path).left_over() is None  # another size: not one
 
 
 @pytest.mark.parametrize("status, before, after, expected", [

@@ -64,6 +64,13 @@ def test_the_client_example_works_verbatim(server, tmp_path):
     assert done.stdout == "no state named 'nope'; GET /states lists them\n"
 
 
+def test_the_async_client_example_works_verbatim(server, tmp_path):
+    done = run(server, tmp_path, [sys.executable, "-c"],
+               example("client.md", "async client example", "python"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ("['6.28', '12.57', '25.13']\n5 b'hello'\nUnreachable True\n")
+
+
 def test_the_flags_table_lists_every_flag_the_server_takes():
     """docs/server.md's table is where users look a flag up: none may be missing from it."""
     shown = subprocess.run([sys.executable, "-m", "snapshot_kernel.main", "--help"],

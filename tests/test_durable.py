@@ -103,6 +103,24 @@ def test_what_cannot_be_saved_is_reported_and_fails_clearly_after_a_restart(stat
     assert "cannot pickle '_thread.lock'" in failed["error"]["traceback"][-1]
 
 
+def test_a_reply_lists_the_lost_names_a_child_inherits_as_its_description_does(state_dir):
+    """A state's ``lost`` is every name of it that could not be saved, not only those its
+    own cell set: before, a child of a state holding a lock replied ``lost`` empty."""
+    kernel = SnapshotKernel(state_dir=state_dir)
+    ok(kernel, "import threading\nlock = threading.Lock()\ngen = (i for i in [1])",
+       new_state_name="parent")
+    child = ok(kernel, "x = 1", "parent", new_state_name="child")
+    assert sorted(child["lost"]) == ["gen", "lock"]
+    assert child["lost"] == kernel.describe("child")["lost"]
+    same = ok(kernel, "len('nothing changes')", "child", new_state_name="same")
+    assert same["lost"] == kernel.describe("same")["lost"] == child["lost"]
+    fewer = ok(kernel, "del lock\ngen = 1", "child", new_state_name="fewer")
+    assert "lost" not in fewer and kernel.describe("fewer")["lost"] == {}
+    again = ok(kernel, "lock = threading.Lock()", "fewer", new_state_name="again")
+    assert sorted(again["lost"]) == ["lock"] == sorted(kernel.describe("again")["lost"])
+    assert sorted(ok(restarted(state_dir), "y = 2", "child")["lost"]) == ["gen", "lock"]
+
+
 def test_arrays_views_and_frames_come_back_from_blob_files(state_dir):
     pytest.importorskip("pandas")
     kernel = SnapshotKernel(state_dir=state_dir)

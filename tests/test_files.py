@@ -157,6 +157,8 @@ CONFLICTS = {
     "put onto a directory": ("PUT", "/files/data", b"x", "is a directory"),
     "put below a file": ("PUT", "/files/notes.txt/x", b"x", "is a file"),
     "delete a full directory": ("DELETE", "/files/data", None, "not empty"),
+    "delete a file as a directory": ("DELETE", "/files/notes.txt/", None, "not a directory"),
+    "delete a link as a directory": ("DELETE", "/files/secret/", None, "not a directory"),
 }
 
 
@@ -216,9 +218,18 @@ def test_a_path_that_escapes_the_working_directory_is_400_and_changes_nothing(
 
 def test_the_working_directory_itself_is_not_deleted_or_written(app, work):
     assert_json_error(send(app, "DELETE", "/files/."), 400, "working directory itself")
-    assert_json_error(send(app, "PUT", "/files/new/", b"x"), 400, "names a directory")
     assert_json_error(send(app, "PUT", "/files/new/.", b"x"), 400, "names a directory")
     assert work.is_dir() and not (work / "new").exists()
+
+
+def test_put_on_a_directory_path_is_a_405_naming_the_methods_it_takes(app, work):
+    """Found by fuzzing (schemathesis's unsupported_method): PUT /files/<dir>/ was a 400,
+    though the OpenAPI document lists only GET and DELETE for a path ending in '/'."""
+    before = tree(work)
+    response = send(app, "PUT", "/files/new/", b"x")
+    assert_json_error(response, 405, "PUT is not allowed on /files/new/; use DELETE or GET")
+    assert response.headers["Allow"] == "DELETE,GET"
+    assert tree(work) == before
 
 
 # Found by fuzzing (schemathesis): a name of 381 bytes (Zalgo text) was a 400 for DELETE.

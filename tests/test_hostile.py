@@ -17,7 +17,7 @@ from attacks import (LEFT_BEHIND, SLOW_BODY, SLOWLORIS, Attack, closed_by_peer, 
                      flood_head, peak_rss_kib, probe, probes_during, seconds_to_stop)
 from test_server import (TIMEOUT, TOKEN, call, in_background, server,  # noqa: F401 (fixtures)
                          start_server, wait_for)
-from snapshot_kernel.web.server import SHUTDOWN_TIMEOUT
+from snapshot_kernel.web.process import SHUTDOWN_TIMEOUT
 
 PROMPT = 1.0  # seconds: what "at once" means for a probe or a refusal
 GET_STATES = b"GET /states HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"

@@ -125,8 +125,10 @@ def held(signal_name):
 def world(kernel, held, tmp_path):
     """An app (bodies up to MAX_BODY, files up to MAX_FILE) with states ``keep`` and the
     checkpoint ``done@1``, a finished execution ``done`` whose stdout was cut, a running
-    one, ``held``, and a working directory holding ``notes.txt`` and ``data/x.csv``."""
+    one, ``held``, and a working directory holding ``notes.txt``, ``data/x.csv`` and the
+    directory ``empty``."""
     (tmp_path / "data").mkdir()
+    (tmp_path / "empty").mkdir()
     (tmp_path / "notes.txt").write_bytes(b"hello")
     (tmp_path / "data" / "x.csv").write_bytes(b"a,b\n")
     kernel.execute("x = 1", "initial", new_state_name="keep")
@@ -305,6 +307,10 @@ REPLIES = {
     "delete a file": ("DELETE", "/files/notes.txt", None, {}, 200),
     "delete a full directory": ("DELETE", "/files/data", None, {}, 409),
     "delete nothing": ("DELETE", "/files/nope", None, {}, 404),
+    "delete a directory": ("DELETE", "/files/empty/", None, {}, 200),
+    "delete a full directory by its '/'": ("DELETE", "/files/data/", None, {}, 409),
+    "delete no directory": ("DELETE", "/files/nope/", None, {}, 404),
+    "write a directory by its '/'": ("PUT", "/files/data/", b"x", {}, 405),
     "reset": ("POST", "/reset", None, {}, 200),
     "reset, client gone": ("POST", "/reset", None, {CLIENT_GONE: lambda: True}, 499),
     "the document": ("GET", "/openapi.json", None, {}, 200),
@@ -332,6 +338,32 @@ def test_a_real_reply_matches_the_document(world, method, path, body, environ, s
     response = request(world, method, path, body, **environ)
     assert response.status_int == status, response.body
     check(world, response, method, path)
+
+
+def test_a_refused_archive_is_a_400_the_import_operation_declares_itself(world):
+    """Any bytes of the archive's media type match the body's schema, so the refusal of a
+    schema-valid body is declared by the operation, not only among every route's errors."""
+    response = request(world, "PUT", "/states/moved", b"not an archive")
+    assert response.status_int == 400 and "not a state archive" in response.json["error"]
+    declared = world.get("/openapi.json").json["paths"]["/states/{name}"]["put"]["responses"]
+    assert "not a state archive" in declared["400"]["description"]
+
+
+# A path of each template, for requests with every method.
+CONCRETE = {"{name}": "keep", "{other}": "initial", "{exec_id}": "done", "{path}": "data"}
+METHODS = ("GET", "PUT", "POST", "DELETE", "PATCH")
+
+
+def test_a_method_the_document_does_not_list_is_a_405_allowing_the_listed_ones(world):
+    """What schemathesis's unsupported_method and allow_header_conformance check."""
+    for template, item in world.get("/openapi.json").json["paths"].items():
+        path = re.sub(r"{\w+}", lambda found: CONCRETE[found.group()], template)
+        listed = {method.upper() for method in item}
+        for method in set(METHODS) - listed:
+            response = request(world, method, path, b"x" if method in ("PUT", "POST") else None)
+            assert response.status_int == 405, (method, path, response.body)
+            assert set(response.headers["Allow"].split(",")) == listed, (method, path)
+            check(world, response, method, path)
 
 
 # Bodies of POST /execute: the server takes those the schema accepts (and then answers

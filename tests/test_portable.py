@@ -395,6 +395,14 @@ def test_every_copy_mode_imports_what_every_copy_mode_exports(kernel, source):
     assert printed(again, PROBE, "twice") == printed(source[0], PROBE, "changed")
 
 
+def test_a_child_of_an_imported_state_replies_the_names_it_was_not_given(source):
+    kernel = SnapshotKernel()  # in memory: nothing is saved, but the lock was not exported
+    kernel.import_state("moved", io.BytesIO(source[1]))
+    reply = kernel.execute("y = 2", "moved", new_state_name="child")
+    assert reply["lost"] == kernel.describe("child")["lost"] == {
+        "lock": "not exported: TypeError: cannot pickle '_thread.lock' object"}
+
+
 def test_an_imported_state_survives_a_restart(source, tmp_path):
     directory = str(tmp_path / "states")
     SnapshotKernel(state_dir=directory).import_state("moved", io.BytesIO(source[1]))

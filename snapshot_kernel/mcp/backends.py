@@ -8,7 +8,6 @@ server is reached with ``client``.
 """
 
 import contextlib
-import http.client
 import os
 
 from ..client import Client, ClientError
@@ -164,8 +163,5 @@ class HttpBackend:
         """Turn the server's error replies, and failures to reach it, into ``BackendError``."""
         try:
             yield
-        except ClientError as exc:
+        except ClientError as exc:  # an error reply, or "cannot reach the server at ..."
             raise BackendError(exc.message) from None
-        except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out
-            raise BackendError(f"cannot reach the snapshot-kernel server at {self.url} "
-                               f"({exc})") from None

@@ -19,7 +19,7 @@ import sys
 from .. import cli
 from .. import kernel as k
 from .backends import BackendError, HttpBackend, KernelBackend
-from ..web.server import exit_now
+from ..web.process import exit_now
 from ..states.store import StoreError
 
 DEFAULT_BIND = "127.0.0.1:8000"

@@ -92,14 +92,31 @@ class Namespace:
     that owned it is deleted (its objects that no one uses are then freed).
     """
 
-    __slots__ = ("_base", "_changes", "_depth", "layer_id", "__weakref__")
+    __slots__ = ("_base", "_changes", "_depth", "_lost", "layer_id", "__weakref__")
 
     def __init__(self, base, changes):
         if base is not None and base._depth >= MAX_DEPTH:
             base, changes = None, base._merged(changes)
         self._base, self._changes = base, changes
         self._depth = 0 if base is None else base._depth + 1
+        self._lost = None  # lost(), once asked
         self.layer_id = None  # its row in a state directory (``store``), once saved
+
+    def lost(self):
+        """``{name: why}`` for its names that could not be saved or exported
+        (``Entry.lost``), its base's included; do not change it. Worked out once,
+        from the base's, the first time it is asked (a layer is saved before that)."""
+        lost = self._lost
+        if lost is None:
+            lost = {} if self._base is None else self._base.lost()
+            own = self._changes
+            own_lost = {name: entry.lost for name, entry in own.items()
+                        if entry is not DELETED and entry.lost}
+            if own_lost or not own.keys().isdisjoint(lost):
+                lost = {name: why for name, why in lost.items() if name not in own}
+                lost.update(own_lost)
+            self._lost = lost
+        return lost
 
     def get(self, name):
         """The Entry of ``name``, or None."""
@@ -150,6 +167,7 @@ class Namespace:
     def replace_own(self, name, entry):
         """Swap one of its entries for an equal one (a saved one); before it is shared."""
         self._changes[name] = entry
+        self._lost = None
 
 
 def fresh_namespace():

@@ -5,6 +5,11 @@ import bottle
 
 from .bodies import body_chunks, body_length
 
+# A path that ends in a name is a file's; one that ends in '/' is a directory's, which only
+# GET (a listing) and DELETE take: PUT /files/dir/ is then a 405 naming them, as the
+# OpenAPI document has it, not a 400 from the file system.
+FILE_RULE = "/files/<path:re:.*[^/]>"
+
 
 def add_file_routes(app, files, waiting):
     """Add the /files routes to ``app``: ``files`` is the ``Workdir``; an upload or a
@@ -14,11 +19,15 @@ def add_file_routes(app, files, waiting):
     def list_workdir():
         return files.listing("")
 
-    @app.get("/files/<path:path>/")  # before the next route, which would take it too
+    @app.get("/files/<path:path>/")
     def list_directory(path):
         return files.listing(path)
 
-    @app.get("/files/<path:path>")
+    @app.delete("/files/<path:path>/")
+    def delete_directory(path):
+        return files.delete(path, directory=True)
+
+    @app.get(FILE_RULE)
     def read_file(path):
         opened, size, content_type = files.open(path)
         try:
@@ -30,7 +39,7 @@ def add_file_routes(app, files, waiting):
         bottle.response.set_header("Content-Length", str(size))
         return _Download(opened, slot.release)
 
-    @app.put("/files/<path:path>")
+    @app.put(FILE_RULE)
     def write_file(path):
         environ = bottle.request.environ
         length = body_length(environ)
@@ -38,7 +47,7 @@ def add_file_routes(app, files, waiting):
         with waiting.slot():
             return files.store(path, body_chunks(environ, length))
 
-    @app.delete("/files/<path:path>")
+    @app.delete(FILE_RULE)
     def delete_file(path):
         return files.delete(path)
 

@@ -201,8 +201,9 @@ def _reply():
                                   "and the process-wide settings that kept them apart; its "
                                   "timeout started after the wait"),
         "truncated": mapping(ref("Truncated"), "the streams the reply shows only part of"),
-        "lost": mapping(TEXT, "unless --in-memory: names of the new state that could not "
-                              "be saved, and why"),
+        "lost": mapping(TEXT, "names of the new state, inherited ones included, that could "
+                              "not be saved (unless --in-memory) or were not exported, and "
+                              "why: as GET /states/<name> lists them"),
     }, ["output", "state_name", "error", "exec_id", "parent"],
         description="A cell that raised is still a 200: `error` is set and no state is stored.")
 

@@ -41,9 +41,14 @@ def file_paths(max_file):
     return {
         "/files/": {"get": operation(
             "list_files", "files", "List the working directory.", listing, *FILE_ERRORS)},
-        "/files/{path}/": {"get": operation(
-            "list_directory", "files", "List a directory below the working directory.",
-            listing, *FILE_ERRORS, parameters=[file_path("the directory")])},
+        "/files/{path}/": {
+            "get": operation("list_directory", "files", "List a directory below the working "
+                             "directory.", listing, *FILE_ERRORS,
+                             parameters=[file_path("the directory")]),
+            "delete": operation("delete_directory", "files", "Delete an empty directory "
+                                "(a file or a symbolic link there is a 409).",
+                                json_reply("Deleted.", ref("Deleted")), *FILE_ERRORS,
+                                parameters=[file_path("the directory")])},
         "/files/{path}": {
             "get": operation("read_file", "files", "A file's bytes, streamed.", raw,
                              *FILE_ERRORS, "503", parameters=path,
@@ -74,7 +79,7 @@ def export_state(state):
 
 def import_state(state, max_import):
     body = {"type": "string", "contentMediaType": ARCHIVE}
-    return operation(
+    op = operation(
         "import_state", "states", "Recreate the state an archive from GET "
         "/states/<name>/export holds, as a new root state named <name>; cells on it give what "
         "they give on the original.", json_reply("Imported.", ref("Imported")),
@@ -87,6 +92,13 @@ def import_state(state, max_import):
                     "body that is not an archive, or a truncated or damaged one (a checksum "
                     "that does not match); 409 for a name that exists; 422 for a state this "
                     "server cannot load (the message says which version differs).")
+    # Its own 400: any bytes of the media type match the body's schema, which cannot say
+    # "an archive that export made", so this refusal of a schema-valid body is declared here.
+    op["responses"]["400"] = json_reply(
+        "The body is not a state archive (a tar file that GET /states/<name>/export gives), "
+        "or a truncated or damaged one (a checksum does not match); or the name, a header "
+        "or the HTTP itself is malformed. Nothing was stored.", ref("Error"))
+    return op
 
 
 def imported():

@@ -13,8 +13,16 @@ a worker gets the connection only once the whole head is there. Hence:
   have come, so a connection never costs more than ``max_head`` of buffer;
 - at most ``max_connections`` are open: a new one displaces the connection
   that has waited longest for a head, or gets a 503 if none is waiting;
-- a 401, or a reply that leaves part of the request body unread, closes the
-  connection, so a refused body is never read nor parsed as the next request.
+- a reply that leaves part of the request body unread closes the connection, so
+  a refused body is never parsed as the next request. Before closing, the rest
+  is read and dropped for up to REFUSED_BODY_SECONDS, so that a client that
+  sends its whole body before it reads (Python's http.client, requests) hears
+  the refusal, not a reset; except after a 401 (a body without the token is
+  never read), a refusal of the body itself (408, 411, 413) or a 503 (which
+  keeps workers free);
+- ``Expect: 100-continue`` is answered when the app first reads the body, not
+  as soon as the head has come (Cheroot's way), so a request refused unread
+  (a 409 for an import onto a taken name) never has its body sent.
 
 A worker may be held by the request it serves for longer than its client should
 wait: the app runs a cell on the worker itself, and the cell can hang. The app
@@ -30,13 +38,10 @@ body. This is the only module that imports Cheroot.
 
 import functools
 import json
-import os
 import re
 import select
 import selectors
-import signal
 import socket
-import sys
 import threading
 import time
 
@@ -48,14 +53,18 @@ ANSWER_NOW = "snapshot_kernel.answer_now"    # environ key: Request.answer_now
 DEFAULT_MAX_CONNECTIONS = 256
 DEFAULT_MAX_HEAD = 16 * 1024
 DEFAULT_REQUEST_TIMEOUT = 10.0
-SHUTDOWN_TIMEOUT = 5.0       # seconds from SIGINT/SIGTERM to the process's exit, at most
 WORKER_STOP_TIMEOUT = 2.0    # seconds Cheroot waits for busy workers before closing their sockets
 RETRY_AFTER = "1"            # seconds, sent with every 503
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+REFUSED_BODY_SECONDS = 10.0  # seconds the rest of a refused body is read and dropped, at most
+CHUNK = 1 << 16              # bytes of a refused body read at a time
 
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _WAITING, _READY, _GONE = "waiting", "ready", "gone"
 _WORKER, _ELSEWHERE = "worker", "elsewhere"  # who answers a request: Request.claim
+_EXPECT_HELD = b"Expect:held"  # a request header key no request can send (names hold no ':')
+# Refusals whose body is not read to its end: without the token; of the body itself (it
+# stopped, its end cannot be told, it is too large); a 503, which keeps workers free.
+_BODY_LEFT_UNREAD = ("401", "408", "411", "413", "499", "503")
 
 
 def error_body(message):
@@ -71,14 +80,60 @@ def error_response(status, message, headers=()):
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
+class _HeadersHoldingContinue(cheroot.server.HeaderReader):
+    """Cheroot's header reader, which takes ``Expect: 100-continue`` out of the headers,
+    where Cheroot would answer it at once, to ``_EXPECT_HELD`` (``Gateway.get_environ``)."""
+
+    def __call__(self, rfile, hdict=None):
+        hdict = super().__call__(rfile, hdict)
+        if hdict.get(b"Expect", b"").lower() == b"100-continue":
+            hdict[_EXPECT_HELD] = hdict.pop(b"Expect")
+        return hdict
+
+
 class Request(cheroot.server.HTTPRequest):
-    """Cheroot's request parser, with its own refusals in the API's JSON shape, and a
-    reply that another thread can give for a worker that is held (``answer_now``)."""
+    """Cheroot's request parser, with its own refusals in the API's JSON shape, a
+    reply that another thread can give for a worker that is held (``answer_now``),
+    ``100 Continue`` sent when the body is first read, and the rest of a refused body
+    read and dropped before the connection closes."""
+
+    header_reader = _HeadersHoldingContinue()
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._answerer = None
         self._claiming = threading.Lock()
+        self.continue_held = False  # the client waits for "100 Continue" to send its body
+        self.drain = False          # the reply refused a body it left unread: read the rest
+
+    def respond(self):
+        super().respond()
+        if self.drain:
+            self._drain_body()
+
+    def _drain_body(self):
+        """Read and drop what is left of the body, for up to REFUSED_BODY_SECONDS."""
+        deadline = time.monotonic() + REFUSED_BODY_SECONDS
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self.conn.socket.settimeout(min(left, self.server.timeout))
+                if not self.rfile.read(CHUNK):
+                    return
+        except (OSError, ValueError):  # a reset or a pause; a malformed chunk (Cheroot's)
+            pass
+
+    def send_continue(self):
+        """Tell a client that held its body back to send it (once; none if it did not)."""
+        if self.continue_held:
+            self.continue_held = False
+            try:
+                self.conn.wfile.write(f"{self.server.protocol} 100 Continue\r\n\r\n"
+                                      .encode("latin-1"))
+            except OSError:  # the client has gone: the read that follows says so
+                pass
 
     def claim(self, answerer):
         """True if ``answerer`` is to write the reply: the first to ask is."""
@@ -196,13 +251,18 @@ def client_gone(sock):
 
 
 class Gateway(cheroot.wsgi.Gateway_10):
-    """WSGI 1.0, plus ``environ[CLIENT_GONE]`` and ``environ[ANSWER_NOW]``, and no
-    keep-alive after a refusal."""
+    """WSGI 1.0, plus ``environ[CLIENT_GONE]`` and ``environ[ANSWER_NOW]``, a body that
+    asks for ``100 Continue`` when first read, and no keep-alive after a refusal."""
 
     def get_environ(self):
+        held = self.req.inheaders.pop(_EXPECT_HELD, None)
         environ = super().get_environ()
         environ[CLIENT_GONE] = functools.partial(client_gone, self.req.conn.socket)
         environ[ANSWER_NOW] = self.req.answer_now
+        if held is not None:
+            self.req.continue_held = True
+            environ["HTTP_EXPECT"] = held.decode("latin-1")
+            environ["wsgi.input"] = _ContinueOnRead(environ["wsgi.input"], self.req)
         return environ
 
     def respond(self):
@@ -213,10 +273,37 @@ class Gateway(cheroot.wsgi.Gateway_10):
                 self.req.server.requests.shrink(1)
 
     def start_response(self, status, headers, exc_info=None):
-        # Close rather than drain: draining a refused body would let its sender hold a worker.
-        if status.startswith("401") or _body_unread(self.req):
+        unread = _body_unread(self.req)
+        if unread or status.startswith("401"):
             self.req.close_connection = True
+            # A client still holding its body back never sends it: nothing to read then.
+            self.req.drain = (unread and not self.req.continue_held
+                              and not status.startswith(_BODY_LEFT_UNREAD))
         return super().start_response(status, headers, exc_info)
+
+
+class _ContinueOnRead:
+    """``wsgi.input`` of a request sent with ``Expect: 100-continue``: the first read asks
+    the client for the body (``Request.send_continue``)."""
+
+    def __init__(self, rfile, req):
+        self._rfile, self._req = rfile, req
+
+    def read(self, size=None):
+        self._req.send_continue()
+        return self._rfile.read(size)
+
+    def readline(self, size=None):
+        self._req.send_continue()
+        return self._rfile.readline(size)
+
+    def readlines(self, sizehint=0):
+        self._req.send_continue()
+        return self._rfile.readlines(sizehint)
+
+    def __iter__(self):
+        self._req.send_continue()
+        return iter(self._rfile)
 
 
 def _body_unread(req):
@@ -274,6 +361,15 @@ class Server(cheroot.wsgi.Server):
             self._refuse(conn, status, f"the request line and headers must fit in "
                                        f"{self.max_head} bytes (--max-header)")
 
+    def stop(self):
+        """Cheroot's ``stop``, less the wait for its selector thread's ``select`` to time
+        out (``expiration_interval``, 0.5 s, most of an idle server's stop): once asked to
+        stop, the thread is woken by a connection to the listening socket."""
+        if self.ready and self.socket is not None:
+            self._connections._stop_requested = True  # what ConnectionManager.stop() sets
+            _knock(self.socket)
+        super().stop()
+
     def put_conn(self, conn):
         """Wait for the next request on a kept-alive connection, through the head gate."""
         if not self.ready:
@@ -304,6 +400,16 @@ class Server(cheroot.wsgi.Server):
         except OSError:  # a full buffer or a reset: the client is not listening
             pass
         conn.close()
+
+
+def _knock(listener):
+    """Connect to ``listener`` and leave: whoever selects on it wakes."""
+    host, port = listener.getsockname()[:2]
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # a wildcard: this machine
+    try:
+        socket.create_connection((host, port), timeout=0.1).close()
+    except OSError:  # the backlog is full or the address unreachable: the select times out
+        pass
 
 
 def make_server(app, bind, threads, max_connections=DEFAULT_MAX_CONNECTIONS,
@@ -337,79 +443,3 @@ def listening_socket(bind):
         sock.listen(socket.SOMAXCONN)
         return sock
     raise OSError("; ".join(failures) or f"{host!r} has no address")
-
-
-# -- the process ------------------------------------------------------------------------
-
-
-def serve_until_signalled(server, on_stop):
-    """Serve until SIGINT or SIGTERM, call ``on_stop()``, and stop within SHUTDOWN_TIMEOUT.
-
-    The handlers only set an event: raising from a handler can interrupt the
-    main thread inside a queue operation and lose a worker's wake-up. Cheroot's
-    ``stop()`` can still wait without end on a worker (it joins without a
-    timeout after closing the worker's socket), so it runs in a thread that is
-    abandoned at the deadline. Call ``exit_now()`` next.
-    """
-    stopping = threading.Event()
-    _install_signal_handlers(server, stopping)
-    serving = threading.Thread(target=server.serve, name="snapshot-kernel serve", daemon=True)
-    serving.start()
-    while serving.is_alive() and not stopping.wait(0.5):
-        pass
-    deadline = time.monotonic() + SHUTDOWN_TIMEOUT - 0.5
-    print("snapshot-kernel shutting down", file=sys.stderr, flush=True)
-    on_stop()
-    stopper = threading.Thread(target=server.stop, name="snapshot-kernel stop", daemon=True)
-    stopper.start()
-    stopper.join(max(0.0, deadline - time.monotonic()))
-    _terminate_children()
-
-
-def _install_signal_handlers(server, stopping):
-    """SIGINT and SIGTERM set ``stopping``; processes that cells fork get neither handler."""
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, lambda *_: stopping.set())
-    # A supervised server process starts with them blocked (supervisor.py): one that came
-    # meanwhile is delivered now, to its handler.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    os.register_at_fork(before=functools.partial(signal.pthread_sigmask, signal.SIG_BLOCK,
-                                                 STOP_SIGNALS),
-                        after_in_parent=functools.partial(signal.pthread_sigmask,
-                                                          signal.SIG_UNBLOCK, STOP_SIGNALS),
-                        after_in_child=functools.partial(_after_fork_in_child, server))
-
-
-def _after_fork_in_child(server):
-    """In a process a cell forked: no listening socket, and Python's default signal handlers.
-
-    Without this the child keeps the port bound after the server has exited,
-    and ``Process.terminate()`` only sets the copied server's stop event. The
-    stop signals are blocked across the fork, because CPython drops signals
-    that reach a child before its Python handlers run; one sent meanwhile, as
-    by ``start()`` then ``terminate()``, is delivered by the unblocking.
-    """
-    listening = server.socket
-    if listening is not None:
-        listening.close()
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-
-
-def _terminate_children():
-    """SIGTERM the multiprocessing children that cells left: the exit will not wait for them."""
-    multiprocessing = sys.modules.get("multiprocessing")
-    if multiprocessing is not None:
-        for child in multiprocessing.active_children():
-            child.terminate()
-
-
-def exit_now(code=0):
-    """End the process now, skipping the joins and atexit hooks that cells' leftovers block."""
-    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # closed or broken: nothing more can be said on it
-            pass
-    os._exit(code)
