@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
+from urllib.parse import quote
 
 from .runtime.capture import Capture
 from .states.storage import NOT_EXPORTED
@@ -310,7 +311,7 @@ def reply_for(run, outcome, name, lost=None):
         reply["lost"] = dict(lost)
     truncated = run.capture.truncated()
     for stream, facts in truncated.items():  # where the rest is: GET it, page by page
-        facts["location"] = f"/executions/{run.exec_id}/output?stream={stream}"
+        facts["location"] = f"/executions/{quote(run.exec_id, safe='')}/output?stream={stream}"
     if truncated:
         reply["truncated"] = truncated
     return reply

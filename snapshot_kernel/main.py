@@ -28,7 +28,7 @@ from .web.bodies import (DEFAULT_MAX_IMPORT, DEFAULT_PAGE, EXECUTE_FIELDS, FORMA
                          INTERRUPT_FIELDS, MAX_OFFSET, MAX_PAGE, MAX_POLL, BadRequest, BodyStream,
                          json_body, query_number)
 from .files import Workdir
-from .render import render_text
+from .render import closing_line, render_text
 from .states.store import StoreError
 from .cli import (DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, enter_workdir, kernel_from, parse_args,
                   private_state_dir)
@@ -239,7 +239,7 @@ def _reply_while_client_waits(kernel, exec_id):
 
 
 def _started(run):
-    location = f"/executions/{run.exec_id}"
+    location = f"/executions/{urllib.parse.quote(run.exec_id, safe='')}"
     bottle.response.status = 202
     bottle.response.set_header("Location", location)
     return {"exec_id": run.exec_id, "status": "running", "location": location}
@@ -276,9 +276,16 @@ def _reply_parts(reply, form):
                           ("X-Error-Name", (reply["error"] or {}).get("ename"))):
         if value is not None:
             headers.append((header, _header_text(value)))
+    text = "\n".join(part for part in (render_text(reply["output"]),
+                                        closing_line(reply, _paging_route)) if part)
     # Encoded here: a cell can print a lone surrogate, which UTF-8 cannot carry and which
     # would fail Bottle's encoding outside every handler, as an HTML 500.
-    return headers, render_text(reply["output"]).encode("utf-8", "backslashreplace")
+    return headers, text.encode("utf-8", "backslashreplace")
+
+
+def _paging_route(exec_id, stream, facts):
+    """How a text reply says to read the whole of a cut stream: its exact route."""
+    return f"GET {facts['location']}"
 
 
 def _attachment(filename):

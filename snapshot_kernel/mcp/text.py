@@ -6,6 +6,8 @@ text loses nothing the JSON reply holds. Pure functions of the HTTP API's dicts;
 standard library only.
 """
 
+from ..render import closing_parts
+
 IMAGE_MIMES = ("image/png", "image/jpeg")  # what MCP hosts show as images; SVG stays a note
 FILE_IMAGE_MIMES = IMAGE_MIMES + ("image/gif", "image/webp")  # read_file sends these as images
 # The kernel's refusals point at HTTP routes; over MCP the same hint names a tool.
@@ -21,22 +23,12 @@ def refusal(message):
 
 def reply_note(reply, status=None):
     """One line: the exec_id, the state stored or the error, checkpoints, cut streams."""
-    exec_id, parent = reply["exec_id"], reply["parent"]
-    label = f"exec_id {exec_id!r}" + (f" ({status})" if status else "")
-    if reply["error"] is None:
-        parts = [f"new state {reply['state_name']!r} (from {parent!r})"]
-    else:
-        parts = [f"{reply['error']['ename']}, no state stored ({parent!r} is unchanged)"]
-    checkpoints = [point["state_name"] for point in reply.get("checkpoints", ())]
-    if checkpoints:
-        parts.append("checkpoints: " + ", ".join(repr(name) for name in checkpoints))
-    for stream in reply.get("truncated", {}):
-        parts.append(f"{stream} was cut: read_output(exec_id={exec_id!r}, stream={stream!r}) "
-                     "pages through all of it")
-    if reply.get("lost"):
-        parts.append("not saved to the state directory, so a restart loses: "
-                     + ", ".join(sorted(reply["lost"])))
-    return f"{label}: " + "; ".join(parts)
+    label = f"exec_id {reply['exec_id']!r}" + (f" ({status})" if status else "")
+    return f"{label}: " + "; ".join(closing_parts(reply, _read_output_call))
+
+
+def _read_output_call(exec_id, stream, facts):
+    return f"read_output(exec_id={exec_id!r}, stream={stream!r})"
 
 
 def started_note(exec_id, state_name):
