@@ -8,7 +8,7 @@ import weakref
 
 from . import memory
 from .runtime import interrupt
-from .errors import UnknownExecution
+from .errors import UnknownExecution, check_name
 from .execution import DONE, RUNNING, STARTING, Outcome, reply_for, stuck_error
 
 POLL = 0.1  # seconds between the supervisor's deadline checks
@@ -26,6 +26,7 @@ class Deadlines:
         with self._lock:
             run = self._runs.running.get(exec_id)
             if run is None or run.phase == DONE:
+                check_name(exec_id, "exec_id")
                 raise UnknownExecution(f"no running execution {exec_id!r}; it may have "
                                        "finished already")
             self._interrupt_locked(run, reason)

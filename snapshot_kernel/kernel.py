@@ -17,6 +17,7 @@ it through ``on_abandon``.
 Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 """
 
+import builtins
 import contextvars
 import itertools
 import os
@@ -25,7 +26,7 @@ import threading
 import traceback
 
 from .runtime import capture, display, interrupt, mainmodule, monkeypatches, plots, settings
-from . import cell, checkpoints, heap
+from . import cell, checkpoints, heap, suggestions
 from .states import cow
 from .notebook import magics
 from .checkpoints import Checkpointing
@@ -34,8 +35,8 @@ from .describe import BUDGET as DESCRIBE_BUDGET, Describing
 from .following import Following
 from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
                      KernelError, ProtectedState, StateExists, UnknownExecution,
-                     UnknownState, check_name, positive,  # (re-exported for main and tests)
-                     seconds_or_none)
+                     UnknownState, check_name, missing_state,
+                     positive, seconds_or_none)  # (re-exported for main and tests)
 from .execution import (DONE, RUNNING, Execution, Executions, Outcome, explain_gone,
                         interrupted_error, judged, kernel_error, new_exec_id, reply_for)
 from .states.storage import TOUCHED, Namespace, State, Working, fresh_namespace, sizes
@@ -138,13 +139,16 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
                                      "to drop every other state")
             state = self._states.pop(name, None)
             if state is None:
-                raise UnknownState(f"no state named {name!r}; GET /states lists them")
-            layer = state.names
-            # A state whose cell changed nothing holds its parent's very names. While another
-            # state holds them, the layer stays: only the state goes, on disk too.
-            kept = any(other.names is layer for other in self._states.values())
-            over = [] if kept else [other.names for other in self._states.values()
-                                    if other.names.base is layer]
+                names = list(self._states)
+            else:
+                layer = state.names
+                # A state whose cell changed nothing holds its parent's very names. While
+                # another state holds them, the layer stays: only the state goes, on disk too.
+                kept = any(other.names is layer for other in self._states.values())
+                over = [] if kept else [other.names for other in self._states.values()
+                                        if other.names.base is layer]
+        if state is None:
+            raise missing_state(name, names)
         for names in over:
             names.absorb_base()
         if self._store is not None:
@@ -175,8 +179,9 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
     def _get(self, name):
         with self._lock:
             state = self._states.get(name)
+            names = None if state is not None else list(self._states)
         if state is None:
-            raise UnknownState(f"no state named {name!r}; GET /states lists them")
+            raise missing_state(name, names)
         return state
 
     # -- executions ---------------------------------------------------------------
@@ -291,6 +296,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         with self._lock:
             run = self._runs.get(exec_id)
         if run is None:
+            check_name(exec_id, "exec_id")
             raise UnknownExecution(f"no execution {exec_id!r}; GET /executions lists the "
                                    "running ones, and finished ones are kept for a while")
         return run
@@ -300,21 +306,33 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         with self._lock:
             source = self._states.get(state_name)
             if source is None:
-                raise UnknownState(f"no state named {state_name!r}; GET /states lists them")
-            if new_state_name in self._states or new_state_name in self._reserved:
-                raise StateExists(f"state {new_state_name!r} already exists; states are "
-                                  "immutable, so pick another new_state_name")
-            if exec_id in self._runs.running:
-                raise ExecutionExists(f"execution {exec_id!r} is already running")
-            run = Execution(exec_id, code, state_name, new_state_name, self._generation,
-                            capture.Capture(output_limit, self.image_limit,
-                                            self.full_output_limit),
-                            cell.cell_filename(), timeout, output_limit, source=source,
-                            **hooks)
-            self._runs.add(run)
-            if new_state_name is not None:
-                self._reserved[new_state_name] = run
-            self._start_supervisor_locked()
+                names = list(self._states)
+            else:
+                return self._begin_locked(code, source, state_name, exec_id, new_state_name,
+                                          timeout, output_limit, **hooks)
+        raise missing_state(state_name, names)
+
+    def _begin_locked(self, code, source, state_name, exec_id, new_state_name, timeout,
+                      output_limit, **hooks):
+        """The new Execution, listed; under the kernel lock."""
+        if new_state_name in self._states or new_state_name in self._reserved:
+            raise StateExists(f"state {new_state_name!r} already exists; states are "
+                              "immutable, so pick another new_state_name")
+        if exec_id in self._runs.running:
+            raise ExecutionExists(f"execution {exec_id!r} is already running")
+        if self._runs.get(exec_id) is not None:
+            raise ExecutionExists(f"execution {exec_id!r} has ended and its record is "
+                                  f"still kept (GET /executions/{exec_id}); sending it "
+                                  "again would replace that record: pick another exec_id")
+        run = Execution(exec_id, code, state_name, new_state_name, self._generation,
+                        capture.Capture(output_limit, self.image_limit,
+                                        self.full_output_limit),
+                        cell.cell_filename(), timeout, output_limit, source=source,
+                        **hooks)
+        self._runs.add(run)
+        if new_state_name is not None:
+            self._reserved[new_state_name] = run
+        self._start_supervisor_locked()
         return run
 
     # -- the cell thread ------------------------------------------------------------
@@ -364,11 +382,12 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
     def _run_cell(self, run):
         outcome, exc = cell.call_user(self._copy_run_copy, run)
         _, failed = cell.call_user(plots.flush, run.capture)  # figures show even if it raised
-        gone = run.working.gone if run.working is not None else {}
-        run.working = None
+        working, run.working = run.working, None
         exc = exc if exc is not None else failed
         if exc is not None:
-            outcome = Outcome(error=explain_gone(cell.error_dict(exc), gone))
+            error = explain_gone(cell.error_dict(exc), working.gone if working else {})
+            outcome = Outcome(error=suggestions.with_suggestion(
+                error, lambda: _names_known(working, run.source)))
         cell.Source.done(run.filename)
         return outcome
 
@@ -480,6 +499,15 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             name = f"state-{next(self._auto_names)}"
             if name not in self._states and name not in self._reserved:
                 return name
+
+
+def _names_known(working, source):
+    """The names a cell on ``source`` could have meant: its state's, its own, the builtins'."""
+    names = set(vars(builtins))
+    names.update(cell.plain_name(key) for key in source.names.entries() if isinstance(key, str))
+    if working is not None:
+        names.update(key for key in working.namespace if isinstance(key, str))
+    return names
 
 
 def _thread_name(run):

@@ -159,6 +159,24 @@ def test_a_job_interrupted_after_its_checkpoints_resumes_from_the_last(kernel, s
     assert stdout(resumed) == str([i * i for i in range(10)]) + "\n"
 
 
+def test_progress_reports_a_hint_in_a_cell_without_an_import_and_stores_nothing(kernel,
+                                                                               signal_name):
+    code = (f"import helpers\nprogress('2/5 files')\nhelpers.{signal_name}.set()\n"
+            f"helpers.{signal_name}_gate.wait({WAIT})")
+    import threading
+    setattr(helpers, signal_name + "_gate", threading.Event())
+    try:
+        kernel.start(code, "initial", exec_id="hinted")
+        assert getattr(helpers, signal_name).wait(WAIT)
+        assert kernel.execution("hinted")["progress"] == "2/5 files"
+        getattr(helpers, signal_name + "_gate").set()
+        reply = kernel.wait("hinted", WAIT)
+    finally:
+        delattr(helpers, signal_name + "_gate")
+    assert reply["error"] is None and "checkpoints" not in reply
+    assert kernel.state_names() == ["initial", reply["state_name"]]
+
+
 def test_a_named_checkpoint_and_what_follows_it(kernel):
     reply = ok(kernel, "x = 1\ncheckpoint(name='first', progress='setup done')\nx = 2",
                new_state_name="end")

@@ -139,7 +139,15 @@ def _parse_json(raw):
     try:
         return json.loads(raw)
     except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError both are
-        raise BadRequest(400, f"the body is not valid JSON: {exc}") from None
+        raise BadRequest(400, f"the body is not valid JSON: {exc}{_hint(exc)}") from None
+
+
+def _hint(error):
+    """What usually causes ``error``: a raw newline or tab in a string (code sent as is)."""
+    if str(error).startswith("Invalid control character"):
+        return ("; a newline or tab inside a JSON string must be sent escaped, as \\n or "
+                "\\t (code with a literal line break in curl -d '...' sends it raw)")
+    return ""
 
 
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
