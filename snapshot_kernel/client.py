@@ -107,9 +107,10 @@ class Client:
     # -- executions --------------------------------------------------------------------
 
     def execute(self, code, state_name="initial", *, new_state_name=None, exec_id=None,
-                timeout=None, max_output=None, wait=True):
+                timeout=None, max_output=None, wait=True, store=True):
         """Run ``code`` on ``state_name``: the reply once the cell ends, or with
         ``wait=False`` at once ``{"exec_id", "status", "location"}`` (poll ``execution``).
+        With ``store=False`` the cell stores no state.
 
         A waiting call whose connection closes before the reply (the cell crashed the
         server process, or a proxy hung up) returns the reply the server recorded for
@@ -119,7 +120,7 @@ class Client:
             exec_id = uuid.uuid4().hex
         fields = {"code": code, "state_name": state_name, "new_state_name": new_state_name,
                   "exec_id": exec_id, "timeout": timeout, "max_output": max_output,
-                  "wait": wait}
+                  "wait": wait, "store": None if store else False}
         body = {name: value for name, value in fields.items() if value is not None}
         # A waiting request lasts as long as its cell: the cell's timeout bounds it.
         waits = 0.0 if not wait else None if timeout is None else timeout
@@ -181,16 +182,19 @@ class Client:
 
     # -- states ------------------------------------------------------------------------
 
-    def states(self):
-        """``{"states": [names...]}`` in creation order."""
-        return self._json("GET", "/states")
+    def states(self, tree=False):
+        """``{"states": [names...]}`` in creation order; with ``tree``, each state's entry
+        (parent, depth, time, first line, size, children), depth first."""
+        return self._json("GET", "/states?tree=true" if tree else "/states")
 
     def describe(self, name):
         """A state's parent, code, time, and each variable's type and repr."""
         return self._json("GET", f"/states/{_name(name)}")
 
-    def delete(self, name):
-        return self._json("DELETE", f"/states/{_name(name)}")
+    def delete(self, name, descendants=False):
+        """Delete a state; with ``descendants``, every state made from it too."""
+        query = "?descendants=true" if descendants else ""
+        return self._json("DELETE", f"/states/{_name(name)}{query}")
 
     def reset(self):
         """Drop every state but a fresh ``initial``; running cells are interrupted."""

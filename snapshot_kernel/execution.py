@@ -105,6 +105,7 @@ class Execution:
     crash: Optional[dict] = None  # how the server process running it died (crashes.cause_of)
     memory_held: Optional[tuple] = None  # (bytes held, the limit) if the memory limit stopped it
     size: int = 0             # characters its reply holds, once it is kept as finished
+    store: bool = True        # false: the cell runs for its outputs, and stores no state
 
     @property
     def status(self):

@@ -26,13 +26,14 @@ import threading
 import traceback
 
 from .runtime import capture, display, interrupt, mainmodule, monkeypatches, plots, settings
-from . import cell, checkpoints, heap, suggestions
+from . import cell, checkpoints, heap, suggestions, tree
 from .states import cow
 from .notebook import magics
 from .checkpoints import Checkpointing
 from .porting import Porting
 from .describe import BUDGET as DESCRIBE_BUDGET, Describing
 from .following import Following
+from .tree import Tending
 from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
                      KernelError, ProtectedState, StateExists, UnknownExecution,
                      UnknownState, check_name, missing_state,
@@ -44,7 +45,7 @@ from .states.store import Store, StoreError
 from .deadlines import Deadlines
 from .threads import CellThreads
 
-INITIAL = "initial"
+INITIAL = tree.INITIAL
 DEFAULT_TIMEOUT = 600.0      # seconds a cell may run unless the request says otherwise
 DEFAULT_GRACE = 2.0          # seconds an interrupted cell gets to stop before it is called stuck
 DEFAULT_OUTPUT_LIMIT = 20000  # characters kept per stream, and of the last expression's repr
@@ -52,7 +53,7 @@ DEFAULT_REPR_LIMIT = 2000    # characters of each variable's repr in describe()
 DEFAULT_IMAGE_LIMIT = 1 << 20  # bytes of one image in an output; a larger one becomes a note
 
 
-class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
+class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following, Tending):
     """Holds the states and runs cells against them, each on a cell thread."""
 
     def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
@@ -126,34 +127,6 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         with self._lock:
             return list(self._states)
 
-    def delete(self, name):
-        """Drop a state. Its children keep what they use of it; the rest is freed, and
-        given back to the system."""
-        self._drop(name)
-        heap.give_back()  # now that nothing here holds the state
-
-    def _drop(self, name):
-        with self._lock:
-            if name == INITIAL:
-                raise ProtectedState(f"state {INITIAL!r} cannot be deleted; POST /reset "
-                                     "to drop every other state")
-            state = self._states.pop(name, None)
-            if state is None:
-                names = list(self._states)
-            else:
-                layer = state.names
-                # A state whose cell changed nothing holds its parent's very names. While
-                # another state holds them, the layer stays: only the state goes, on disk too.
-                kept = any(other.names is layer for other in self._states.values())
-                over = [] if kept else [other.names for other in self._states.values()
-                                        if other.names.base is layer]
-        if state is None:
-            raise missing_state(name, names)
-        for names in over:
-            names.absorb_base()
-        if self._store is not None:
-            self._store.delete(name, layer, over)
-
     def reset(self):
         """Drop every state but a fresh ``initial``; interrupt running executions.
 
@@ -187,27 +160,30 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
     # -- executions ---------------------------------------------------------------
 
     def execute(self, code, state_name, exec_id=None, new_state_name=None,
-                timeout=None, max_output=None):
-        """Run ``code`` on a copy of ``state_name``; store the result if it succeeds.
+                timeout=None, max_output=None, store=True):
+        """Run ``code`` on a copy of ``state_name``; store the result if it succeeds
+        (and ``store``: false runs it for its outputs alone).
 
         Blocks until the reply: when the cell ends, or, if it does not stop when
         interrupted (at its timeout, default the kernel's), after the grace
         period; such a cell is left running, marked stuck, and stores nothing.
         Returns the reply dict of the HTTP API.
         """
-        run = self.start(code, state_name, exec_id, new_state_name, timeout, max_output)
+        run = self.start(code, state_name, exec_id, new_state_name, timeout, max_output, store)
         run.done.wait()
         return run.reply
 
     def start(self, code, state_name, exec_id=None, new_state_name=None,
-              timeout=None, max_output=None):
+              timeout=None, max_output=None, store=True):
         """Start running ``code`` on a copy of ``state_name``; return its Execution."""
-        run = self._opened(code, state_name, exec_id, new_state_name, timeout, max_output)
+        run = self._opened(code, state_name, exec_id, new_state_name, timeout, max_output,
+                           store=store)
         self._threads.submit(lambda: self._run(run), _thread_name(run))
         return run
 
     def execute_here(self, code, state_name, exec_id=None, new_state_name=None,
-                     timeout=None, max_output=None, client_gone=None, on_abandon=None):
+                     timeout=None, max_output=None, store=True, client_gone=None,
+                     on_abandon=None):
         """``execute``, with the cell run on the calling thread; returns its reply.
 
         This spares the two cross-thread wake-ups of a cell thread, but the
@@ -220,7 +196,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         ``contextvars.Context`` under its cell thread's name, as on a cell thread.
         """
         run = self._opened(code, state_name, exec_id, new_state_name, timeout, max_output,
-                           client_gone=client_gone, on_abandon=on_abandon)
+                           store=store, client_gone=client_gone, on_abandon=on_abandon)
         thread = threading.current_thread()
         name, thread.name = thread.name, _thread_name(run)
         try:
@@ -239,6 +215,9 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             check_name(exec_id, "exec_id")
         if new_state_name is not None:
             check_name(new_state_name, "new_state_name")
+            if not hooks.get("store", True):
+                raise InvalidArgument("new_state_name names the state to store, and store is "
+                                      "false: send one or the other")
         limits = (seconds_or_none("timeout", timeout, self.timeout),
                   positive("max_output", max_output, self.output_limit, whole=True))
         run = self._begin(code, state_name, exec_id, new_state_name, *limits, **hooks)
@@ -399,7 +378,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         run.working = working  # for checkpoints
         run.context.run(self._in_context, run, body, last, found)
         plots.flush(run.capture)  # before the commit: the figures it shows are closed
-        return Outcome(stored=working.commit())
+        return Outcome(stored=working.commit() if run.store else None)
 
     def _in_context(self, run, body, last, found):
         """The cell itself, in its state's context, with ``__main__`` its namespace;
@@ -442,7 +421,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         state = None
         with self._lock:
             outcome = judged(run, outcome, self._generation)
-            if outcome.error is None and not run.stuck:
+            if outcome.error is None and not run.stuck and run.store:
                 name = run.new_state_name or self._auto_name()
                 self._reserved[name] = run
                 state = self._child(name, run, outcome.stored, outcome.process)

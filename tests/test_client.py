@@ -114,6 +114,11 @@ def test_states_are_listed_described_diffed_deleted_and_reset(kernel):
     diff = kernel.diff("a b?c%", "d#e")
     assert (set(diff["added"]), set(diff["changed"]), diff["removed"]) == ({"y"}, {"x"}, {})
     assert kernel.delete("a b?c%") == {"deleted": "a b?c%"}
+    assert kernel.execute("x = 3", store=False)["state_name"] is None
+    kernel.execute("f = 1", "d#e", new_state_name="f")
+    assert [(e["name"], e["depth"]) for e in kernel.states(tree=True)["states"]] == [
+        ("initial", 0), ("d#e", 0), ("f", 1)]  # d#e's parent is gone: it is a root
+    assert kernel.delete("d#e", descendants=True) == {"deleted": "d#e", "descendants": ["f"]}
     assert kernel.reset() == {"states": ["initial"]}
     assert kernel.states() == {"states": ["initial"]}
 

@@ -207,6 +207,14 @@ def test_every_operation_names_both_auth_forms_and_the_errors_of_every_route(wor
         assert set(vocabulary.COMMON_ERRORS) <= set(operation["responses"]), operation["operationId"]
 
 
+def test_each_operation_documents_exactly_the_query_parameters_its_route_takes(world):
+    document = world.get("/openapi.json").json
+    for route in world.app.routes:
+        operation = document["paths"][openapi_path(route.rule)][route.method.lower()]
+        documented = {p["name"] for p in operation.get("parameters", []) if p["in"] == "query"}
+        assert documented == set(route.config.get("query", ())), operation["operationId"]
+
+
 def test_the_request_schemas_are_main_s_field_tables(world):
     schemas = world.get("/openapi.json").json["components"]["schemas"]
     for name, fields in (("ExecuteRequest", bodies.EXECUTE_FIELDS),
@@ -276,6 +284,16 @@ REPLIES = {
     "interrupt, unknown": ("POST", "/interrupt", {"exec_id": "done"}, {}, 404),
     "interrupt, too large": ("POST", "/interrupt", {"exec_id": "x" * MAX_BODY}, {}, 413),
     "states": ("GET", "/states", None, {}, 200),
+    "states, a tree": ("GET", "/states?tree=true", None, {}, 200),
+    "states, a tree drawn": ("GET", "/states?format=text", None, {}, 200),
+    "states, a tree drawn for Accept": ("GET", "/states", None, {"HTTP_ACCEPT": "text/plain"},
+                                        200),
+    "states, bad tree": ("GET", "/states?tree=yes", None, {}, 400),
+    "states, unknown query": ("GET", "/states?tre=1", None, {}, 400),
+    "execute, no state stored": ("POST", "/execute", {**GOOD, "store": False}, {}, 200),
+    "execute, no state stored, named": ("POST", "/execute", {**GOOD, "store": False,
+                                                             "new_state_name": "n"}, {}, 400),
+    "execute, id kept": ("POST", "/execute", {**GOOD, "exec_id": "done"}, {}, 409),
     "a state": ("GET", "/states/keep", None, {}, 200),
     "a checkpoint": ("GET", "/states/done%401", None, {}, 200),
     "an unknown state": ("GET", "/states/nope", None, {}, 404),
@@ -283,6 +301,8 @@ REPLIES = {
                                {"HTTP_AUTHORIZATION": "", "QUERY_STRING": f"token={TOKEN}"}, 200),
     "delete": ("DELETE", "/states/keep", None, {}, 200),
     "delete initial": ("DELETE", "/states/initial", None, {}, 409),
+    "delete with descendants": ("DELETE", "/states/keep?descendants=true", None, {}, 200),
+    "delete, bad descendants": ("DELETE", "/states/keep?descendants=all", None, {}, 400),
     "delete unknown": ("DELETE", "/states/nope", None, {}, 404),
     "delete, client gone": ("DELETE", "/states/keep", None, {CLIENT_GONE: lambda: True}, 499),
     "a diff": ("GET", "/states/initial/diff/keep", None, {}, 200),

@@ -17,7 +17,7 @@ TEXT, NUMBER, WHOLE, BOOL = (str,), (int, float), (int,), (bool,)
 EXECUTE_FIELDS = {"code": (TEXT, True), "state_name": (TEXT, True),
                   "exec_id": (TEXT, False), "new_state_name": (TEXT, False),
                   "timeout": (NUMBER, False), "max_output": (WHOLE, False),
-                  "wait": (BOOL, False), "format": (TEXT, False)}
+                  "wait": (BOOL, False), "format": (TEXT, False), "store": (BOOL, False)}
 INTERRUPT_FIELDS = {"exec_id": (TEXT, True)}
 FORMATS = ("json", "text")
 MAX_POLL = 60.0   # seconds ?wait= may hold a request
@@ -51,6 +51,18 @@ def query_number(name, text, default, highest, whole=False):
         kind = "a whole number" if whole else "a number"
         raise BadRequest(400, f"?{name}= must be {kind} from 0 to {highest:g}, not {text!r}")
     return value
+
+
+FLAGS = {"true": True, "1": True, "false": False, "0": False}  # what ?flag= takes
+
+
+def query_flag(name, text):
+    """The text of query parameter ``?name=`` as a boolean; False if it is absent."""
+    if text is None:
+        return False
+    if text not in FLAGS:
+        raise BadRequest(400, f"?{name}= must be true or false (or 1 or 0), not {text!r}")
+    return FLAGS[text]
 
 
 def json_body(environ, max_body, fields):

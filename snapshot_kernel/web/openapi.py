@@ -120,8 +120,15 @@ def _schemas(max_body):
                            "complete": FLAG, "capped": FLAG}),
         "StateList": obj({"states": {"type": "array", "items": TEXT,
                                      "description": "in creation order"}}),
+        "StateTree": obj({"states": _list_of("TreeEntry")},
+                         description="Depth first from the roots: a state's children (in "
+                                     "creation order) follow it, one `depth` deeper."),
+        "TreeEntry": _tree_entry(),
         "State": _state(),
-        "Deleted": obj({"deleted": TEXT}),
+        "Deleted": obj({"deleted": TEXT, "descendants": {
+            "type": "array", "items": TEXT,
+            "description": "with ?descendants=true: the states made from it that went with "
+                           "it, in creation order"}}, ["deleted"]),
         "Interrupted": obj({"interrupted": TEXT}),
         "States": obj({"states": {"type": "array", "items": {"const": "initial"}}}),
         "StateDiff": _diff(),
@@ -180,6 +187,10 @@ def _execute_fields():
         "format": {"enum": list(FORMATS), "default": "json",
                    "description": "text: the reply is the outputs as one concise text for a "
                                   "model (so is an `Accept: text/plain` request)."},
+        "store": {"default": True,
+                  "description": "false: run the cell for its outputs and store no state "
+                                 "(its reply and record as usual, state_name null); not with "
+                                 "new_state_name (400)."},
     }
 
 
@@ -227,6 +238,21 @@ def _state():
         "checkpoint": {"const": True}, "progress": nullable(TEXT),
     }, ["name", "timestamp", "parent", "code", "variables", "shared", "lost", "approx_bytes",
         "shared_bytes"], description="`checkpoint` and `progress` appear on checkpoints only.")
+
+
+def _tree_entry():
+    return obj({
+        "name": TEXT,
+        "parent": {**nullable(TEXT), "description": "as the state records it; a root (depth "
+                   "0) whose parent is not null had its parent deleted"},
+        "depth": WHOLE, "timestamp": TIMESTAMP,
+        "first_line": {**TEXT, "description": "the first line of its code that is not blank, "
+                                              "cut to 80 characters"},
+        "approx_bytes": {**WHOLE, "description": "what it holds that its parent does not"},
+        "children": {**WHOLE, "description": "states made from it"},
+        "checkpoint": {"const": True}},
+        ["name", "parent", "depth", "timestamp", "first_line", "approx_bytes", "children"],
+        description="`checkpoint` appears on checkpoints only.")
 
 
 def _diff():
@@ -286,17 +312,19 @@ def _paths(max_import):
             "its code; it stores no state, its checkpoints stay.",
             json_reply("The interrupt was sent.", ref("Interrupted")), "404", *BODY_ERRORS,
             requestBody=body("InterruptRequest"))},
-        "/states": {"get": operation(
-            "list_states", "states", "List the states' names in creation order.",
-            json_reply("The names.", ref("StateList")))},
+        "/states": {"get": _list_states()},
         "/states/{name}": {
             "get": operation("get_state", "states", "Describe a state: parent, code, time, "
                              "and each variable's type and repr.",
                              json_reply("The state.", ref("State")), "404", parameters=state),
-            "delete": operation("delete_state", "states", "Delete a state. States made from it "
-                                "keep what they use of it; 'initial' cannot be deleted (409).",
+            "delete": operation("delete_state", "states", "Delete a state; with "
+                                "?descendants=true, every state made from it too. States made "
+                                "from it that stay keep what they use of it; 'initial' cannot "
+                                "be deleted (409).",
                                 json_reply("Deleted.", ref("Deleted")), "404", "409", "499",
-                                parameters=state),
+                                parameters=state + [query(
+                                    "descendants", "true: also delete every state made from "
+                                    "it, at any depth", {"type": "boolean", "default": False})]),
             "put": import_state(state, max_import)},
         "/states/{name}/export": {"get": export_state(state)},
         "/states/{name}/diff/{other}": {"get": operation(
@@ -313,6 +341,22 @@ def _paths(max_import):
             "get_openapi", "meta", "This OpenAPI 3.1 document.",
             json_reply("The document.", {"type": "object"}))},
     }
+
+
+def _list_states():
+    reply = json_reply("The names, or with ?tree=true each state's place and facts.",
+                       {"anyOf": [ref("StateList"), ref("StateTree")]})
+    reply["content"]["text/plain"] = {"schema": {**TEXT, "description": "with format=text or "
+                                                 "Accept: text/plain: the tree drawn, a state "
+                                                 "a line"}}
+    return operation(
+        "list_states", "states", "List the states' names in creation order; with ?tree=true "
+        "each one's parent, depth, time, first line of code, size and number of children.",
+        reply, parameters=[
+            query("tree", "true: each state's entry in the tree, not only its name",
+                  {"type": "boolean", "default": False}),
+            query("format", "text: the tree drawn as text (so does Accept: text/plain)",
+                  {"enum": list(FORMATS), "default": "json"})])
 
 
 def _execute():
