@@ -26,7 +26,7 @@ import threading
 import traceback
 
 from .runtime import capture, display, interrupt, mainmodule, monkeypatches, plots, settings
-from . import cell, checkpoints, heap, suggestions, tree
+from . import cell, checkpoints, heap, suggestions, tree, values
 from .states import cow
 from .notebook import magics
 from .checkpoints import Checkpointing
@@ -88,6 +88,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following, T
         self.full_output_limit = full_output_limit
         self.repr_limit = repr_limit
         self.describe_budget = DESCRIBE_BUDGET  # seconds describe() waits for reprs
+        self.compare_limits = (values.MAX_OBJECTS, values.MAX_BYTES)  # what one diff compares
         self.copy_mode = copy_mode
         self._store = (None if state_dir is None
                        else Store(state_dir, None, max_memory, private=private_dir))

@@ -130,6 +130,9 @@ def world(kernel, held, tmp_path):
     (tmp_path / "notes.txt").write_bytes(b"hello")
     (tmp_path / "data" / "x.csv").write_bytes(b"a,b\n")
     kernel.execute("x = 1", "initial", new_state_name="keep")
+    kernel.execute("import threading, numpy\nx = 'two'\nlock = threading.Lock()\n"
+                   "a = numpy.zeros((2, 2))", "keep", new_state_name="valued")
+    kernel.execute("lock = threading.Lock()", "valued", new_state_name="relocked")
     kernel.execute("checkpoint(progress='1/1')\nprint('x' * 300)", "initial", exec_id="done",
                    max_output=50)
     kernel.start(held[0], "initial", exec_id="held")
@@ -306,6 +309,8 @@ REPLIES = {
     "delete unknown": ("DELETE", "/states/nope", None, {}, 404),
     "delete, client gone": ("DELETE", "/states/keep", None, {CLIENT_GONE: lambda: True}, 499),
     "a diff": ("GET", "/states/initial/diff/keep", None, {}, 200),
+    "a diff of values": ("GET", "/states/keep/diff/valued", None, {}, 200),
+    "a diff, not compared": ("GET", "/states/valued/diff/relocked", None, {}, 200),
     "a diff, unknown state": ("GET", "/states/keep/diff/nope", None, {}, 404),
     "list files": ("GET", "/files/", None, {}, 200),
     "list a directory": ("GET", "/files/data/", None, {}, 200),

@@ -256,13 +256,20 @@ def _tree_entry():
 
 
 def _diff():
-    variable = obj({"type": TEXT, "repr": TEXT})
+    variable = obj({"type": TEXT,
+                    "shape": {"type": "array", "items": WHOLE,
+                              "description": "an array's or a frame's"},
+                    "length": {**WHOLE, "description": "a string's or a container's"},
+                    "repr": TEXT}, ["type", "repr"])
     return obj({
         "from": TEXT, "to": TEXT,
         "added": mapping(variable, "names only the second state has"),
         "removed": mapping(variable, "names only the first state has"),
-        "changed": mapping(obj({"before": variable, "after": variable}),
-                           "names the two states hold different objects under"),
+        "changed": mapping(obj({"before": variable, "after": variable, "not_compared": {
+            **TEXT, "description": "why the two values could not be compared (a bound on the "
+                                   "diff's work, an object with no value to compare): listed "
+                                   "in case it changed"}}, ["before", "after"]),
+            "names the two states hold different values under, compared by what they hold"),
     })
 
 
@@ -329,8 +336,8 @@ def _paths(max_import):
         "/states/{name}/export": {"get": export_state(state)},
         "/states/{name}/diff/{other}": {"get": operation(
             "diff_states", "states", "What a branch did: the names the second state adds, "
-            "removes and holds other objects under than the first, with type and repr on "
-            "each side.", json_reply("The difference.", ref("StateDiff")), "404",
+            "removes and holds other values under than the first (compared by what they "
+            "hold), with type, shape or length and repr on each side.", json_reply("The difference.", ref("StateDiff")), "404",
             parameters=[path_name("name", "the first state (before)"),
                         path_name("other", "the second state (after)")])},
         "/reset": {"post": operation(
