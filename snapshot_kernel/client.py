@@ -176,9 +176,11 @@ class Client:
         return self._json("GET", f"/executions/{_name(exec_id)}/output?"
                                  f"{urllib.parse.urlencode(query)}")
 
-    def interrupt(self, exec_id):
-        """Raise KeyboardInterrupt in a running execution."""
-        return self._json("POST", "/interrupt", {"exec_id": exec_id})
+    def interrupt(self, exec_id, force=False):
+        """Raise KeyboardInterrupt in a running execution; with ``force``, replace the
+        server process if that has not stopped it within 0.5 s (``"replaced"`` says)."""
+        body = {"exec_id": exec_id, **({"force": True} if force else {})}
+        return self._json("POST", "/interrupt", body)
 
     # -- states ------------------------------------------------------------------------
 

@@ -56,6 +56,11 @@ class ProtectedState(KernelError):
     pass
 
 
+class CannotReplace(KernelError):
+    """A forced stop needs a supervisor to start a new server process, and the states
+    on disk to outlive the old one."""
+
+
 # -- files (``files.Workdir``) --
 
 class InvalidPath(InvalidArgument):

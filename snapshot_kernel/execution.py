@@ -171,11 +171,12 @@ class Executions:
         """Keep the record of an execution that a restart ended (its summary as saved), or
         that a ``crashes.Crash`` of the server process ended; ``states_kept`` says whether
         the states from before it are still there (with a state directory)."""
+        stopped = crash is not None and crash.stopped == summary["exec_id"]
         run = Execution(summary["exec_id"], "", summary["state_name"],
                         summary["new_state_name"], -1, Capture(), "", summary["timeout"], None,
-                        interrupt_reason=None if crash else "restart",
+                        interrupt_reason="force" if stopped else None if crash else "restart",
                         checkpoints=summary["checkpoints"], progress=summary["progress"],
-                        crash=crash and crash.cause)
+                        crash=None if stopped or crash is None else crash.cause)
         last = run.checkpoints[-1]["state_name"] if run.checkpoints else None
         if crash is None:
             error = kernel_error("KernelRestart", "the server stopped while this cell ran; "
@@ -183,9 +184,11 @@ class Executions:
                                  + (f"; the last is {last!r}" if last else ""))
         else:
             _since_crash(run, summary, crash.died_at)
-            error = crash_error(crash.cause, last, states_kept)
-        run.reply = {"output": [{"output_type": "error", **error}], "state_name": None,
-                     "error": error, "exec_id": run.exec_id, "parent": run.state_name,
+            error = (stopped_error(last) if stopped
+                     else crash_error(crash.cause, last, states_kept))
+        output = [*summary.get("output", ()), {"output_type": "error", **error}]
+        run.reply = {"output": output, "state_name": None, "error": error,
+                     "exec_id": run.exec_id, "parent": run.state_name,
                      "checkpoints": run.checkpoints}
         run.done.set()
         self._keep(run)
@@ -236,6 +239,14 @@ def crash_error(cause, last_checkpoint, states_kept):
                 "without --in-memory to keep them across a crash")
     return kernel_error("KernelCrash", f"the server process {cause['cause']} while this cell "
                         f"ran, and a new one took over; {kept}")
+
+
+def stopped_error(last_checkpoint):
+    """The error of the execution a forced stop ended."""
+    return kernel_error("KeyboardInterrupt", "the cell was stopped by force: no interrupt "
+                        "reached it (a long call in C, say), so the server process running "
+                        "it was replaced; nothing but its checkpoints was stored"
+                        + (f"; the last is {last_checkpoint!r}" if last_checkpoint else ""))
 
 
 def _characters(value):

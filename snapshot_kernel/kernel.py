@@ -222,8 +222,9 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following, T
         limits = (seconds_or_none("timeout", timeout, self.timeout),
                   positive("max_output", max_output, self.output_limit, whole=True))
         run = self._begin(code, state_name, exec_id, new_state_name, *limits, **hooks)
-        if self._journal is not None:  # so the next server process can say it crashed
-            self._journal.running(run)
+        if self._journal is not None:  # so the next server process can say it crashed,
+            tail = self._journal.running(run)  # and what the cell printed before
+            run.capture.mirror = None if tail is None else tail.write
         elif self._store is not None:  # so a restart can say it ended there
             self._store.running(exec_id, run.summary())
         return run
@@ -440,6 +441,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following, T
             if state is None and noted:  # before the reply: a restart cannot report it
                 self._store.ended(run.exec_id)
         if self._journal is not None:  # likewise: a crash after the reply ended nothing
+            run.capture.stop_mirror()  # before its slot is free for another execution
             self._journal.ended(run.exec_id)
         with self._lock:
             if self._reserved.get(run.new_state_name) is run:

@@ -11,6 +11,7 @@ is set.
 import difflib
 import functools
 import hmac
+import json
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ from .files import Workdir
 from .states.store import StoreError
 from .cli import (DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, enter_workdir, kernel_from, parse_args,
                   private_state_dir)
+from .crashes import FORCED_EXIT
 from .supervisor import supervise
 from .tree import drawn
 from .web.fileroutes import add_file_routes
@@ -44,6 +46,7 @@ KERNEL_ERROR_STATUS = {
     errors.StateExists: 409,
     errors.ExecutionExists: 409,
     errors.ProtectedState: 409,
+    errors.CannotReplace: 409,
     errors.UnknownFile: 404,
     errors.FileConflict: 409,
     errors.FileTooLarge: 413,
@@ -74,6 +77,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     app = bottle.Bottle()
     app.default_error_handler = _json_error
     expected = token.encode("utf-8")
+    app.add_hook("before_request", _hold_while_replacing)
     app.add_hook("before_request", lambda: _authorize(expected))
     app.add_hook("before_request", _route_the_path_sent)
     app.install(_map_kernel_errors)
@@ -165,9 +169,14 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.post("/interrupt")
     def interrupt():
-        exec_id = json_body(bottle.request.environ, max_body, INTERRUPT_FIELDS)["exec_id"]
-        kernel.interrupt(exec_id)
-        return {"interrupted": exec_id}
+        body = json_body(bottle.request.environ, max_body, INTERRUPT_FIELDS)
+        exec_id = body["exec_id"]
+        if not body.get("force"):
+            kernel.interrupt(exec_id)
+            return {"interrupted": exec_id}
+        if kernel.stop_by_force(exec_id):  # the interrupt reached it after all
+            return {"interrupted": exec_id, "replaced": False}
+        _reply_then_exit({"interrupted": exec_id, "replaced": True}, FORCED_EXIT)
 
     @app.get("/states/<name>/diff/<other>")
     def diff_states(name, other):
@@ -180,6 +189,28 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
         return openapi.document(max_body, files.max_file, max_import)
 
     return app
+
+
+_REPLACING = threading.Event()  # set once this process is ending for a forced stop
+
+
+def _hold_while_replacing():
+    """A request that reaches a process ending for a forced stop waits for its end, so
+    no reply from it can be stale: its connection closes, and the client asks again,
+    of the next process."""
+    if _REPLACING.is_set():
+        threading.Event().wait()
+
+
+def _reply_then_exit(reply, status):
+    """Give ``reply`` on this request's connection, then end the process with ``status``
+    (a forced stop: the supervisor starts the next server process)."""
+    _REPLACING.set()
+    answer_now = bottle.request.environ.get(ANSWER_NOW)
+    if answer_now is not None:
+        answer_now("200 OK", [("Content-Type", "application/json")],
+                   json.dumps(reply).encode("utf-8"))
+    exit_now(status)
 
 
 def _execute_arguments(body):

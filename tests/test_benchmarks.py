@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # benchmark -> its arguments for a small run (settings.py is small as it is)
 SMALL = {"run": ["--quick"], "bigdata": ["--quick"], "crashes": ["--quick"],
          "durable": ["--quick"], "memory": ["--quick"], "portable": ["--quick"],
-         "smallstates": ["--quick"], "settings": []}
+         "smallstates": ["--quick"], "agentday": ["--quick"], "settings": []}
 
 
 def test_every_benchmark_is_listed():

@@ -210,6 +210,16 @@ def test_every_operation_names_both_auth_forms_and_the_errors_of_every_route(wor
         assert set(vocabulary.COMMON_ERRORS) <= set(operation["responses"]), operation["operationId"]
 
 
+def test_agent_hosts_md_lists_every_operation_id(world):
+    page = open(os.path.join(os.path.dirname(__file__), "..", "docs", "agent-hosts.md"),
+                encoding="utf-8").read()
+    listed = re.search(r"names it as\s+a tool: (.*?)\. `tests/test_openapi\.py`", page, re.S)
+    assert listed, "agent-hosts.md no longer lists the operationIds where this test looks"
+    names = re.findall(r"`(\w+)`", listed.group(1))
+    ids = [operation["operationId"] for operation in operations(world.get("/openapi.json").json)]
+    assert sorted(names) == sorted(ids)
+
+
 def test_each_operation_documents_exactly_the_query_parameters_its_route_takes(world):
     document = world.get("/openapi.json").json
     for route in world.app.routes:
@@ -284,6 +294,10 @@ REPLIES = {
     "output, unknown execution": ("GET", "/executions/nope/output", None, {}, 404),
     "interrupt": ("POST", "/interrupt", {"exec_id": "held"}, {}, 200),
     "interrupt, no exec_id": ("POST", "/interrupt", {}, {}, 400),
+    "interrupt by force, no supervisor": ("POST", "/interrupt", {"exec_id": "held",
+                                                                "force": True}, {}, 409),
+    "interrupt by force, bad force": ("POST", "/interrupt", {"exec_id": "held", "force": 1},
+                                      {}, 400),
     "interrupt, unknown": ("POST", "/interrupt", {"exec_id": "done"}, {}, 404),
     "interrupt, too large": ("POST", "/interrupt", {"exec_id": "x" * MAX_BODY}, {}, 413),
     "states": ("GET", "/states", None, {}, 200),

@@ -54,6 +54,8 @@ class Capture:
         self._rich = self._rich_omitted = 0
         self._tail_pieces = 0    # tail pieces kept so far: their order among themselves
         self._tail_after = None  # how many items there were when the last one was kept
+        self.mirror = None       # mirror(name, text) of each text sorted in (a crash record)
+        self._mirrored = []      # texts sorted in, not yet mirrored
 
     def fast_stdout(self):
         """A text stream whose writes go to ``PLAIN`` without running Python code:
@@ -97,6 +99,18 @@ class Capture:
         with self._lock:
             self._drain()
             self._write(name, text)
+            self._send_mirrored()
+
+    def stop_mirror(self):
+        """No text from now on goes to ``mirror``."""
+        with self._lock:
+            self.mirror = None
+            self._mirrored.clear()
+
+    def _send_mirrored(self):
+        mirror, mirrored = self.mirror, self._mirrored
+        while mirrored:
+            mirror(*mirrored.pop(0))
 
     def put(self, name, text):
         """Add ``text`` to stream ``name`` without waiting for the lock (writers' path)."""
@@ -129,7 +143,9 @@ class Capture:
             del pending[:count]  # writers only append, so these are the items just sorted
         except KeyboardInterrupt:  # it comes once: the next drain sorts the batch whole
             self._restore(saved)
+            self._mirrored.clear()
             raise
+        self._send_mirrored()
 
     def _sort(self, chunks):
         for kind, items in itertools.groupby(chunks, type):
@@ -154,6 +170,8 @@ class Capture:
             self._outputs[-1]["text"] = text
 
     def _write(self, name, text):
+        if self.mirror is not None:
+            self._mirrored.append((name, text))
         stream = self._streams.get(name)
         if stream is None:
             stream = self._streams[name] = Stream()

@@ -18,7 +18,7 @@ EXECUTE_FIELDS = {"code": (TEXT, True), "state_name": (TEXT, True),
                   "exec_id": (TEXT, False), "new_state_name": (TEXT, False),
                   "timeout": (NUMBER, False), "max_output": (WHOLE, False),
                   "wait": (BOOL, False), "format": (TEXT, False), "store": (BOOL, False)}
-INTERRUPT_FIELDS = {"exec_id": (TEXT, True)}
+INTERRUPT_FIELDS = {"exec_id": (TEXT, True), "force": (BOOL, False)}
 FORMATS = ("json", "text")
 MAX_POLL = 60.0   # seconds ?wait= may hold a request
 MAX_OFFSET = 10 ** 12   # the largest ?offset=

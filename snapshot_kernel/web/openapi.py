@@ -24,7 +24,7 @@ from .vocabulary import (BODY_ERRORS, ERROR_HEADERS, ERRORS, FLAG, NAME, TEXT, T
                          query, ref)
 
 INTERRUPT_REASONS = ("request", "timeout", "memory", "reset", "shutdown", "disconnect",
-                     "restart")
+                     "restart", "force")
 STREAMS = ("stdout", "stderr")
 DESCRIPTION = """A Python execution server whose states you can branch. A state is an \
 immutable snapshot of a namespace; `execute_code` runs code on a private copy of one and, if \
@@ -86,8 +86,13 @@ def _schemas(max_body):
         "Name": NAME,
         "ExecuteRequest": _request(EXECUTE_FIELDS, _execute_fields(), max_body, {
             "code": "import math\nx = 41\nx + 1", "state_name": "initial"}),
-        "InterruptRequest": _request(INTERRUPT_FIELDS, {"exec_id": {
-            **ref("Name"), "description": "the running execution"}}, max_body, {"exec_id": "nap"}),
+        "InterruptRequest": _request(INTERRUPT_FIELDS, {
+            "exec_id": {**ref("Name"), "description": "the running execution"},
+            "force": {"default": False, "description": "true: if the interrupt has not stopped "
+                      "the cell within 0.5 s (a long call in C), replace the server process "
+                      "(every acknowledged state survives); the cell is reported stopped, "
+                      "other running cells crashed. Not with --in-memory or "
+                      "--no-supervisor (409)."}}, max_body, {"exec_id": "nap"}),
         "CellError": obj({"ename": TEXT, "evalue": TEXT,
                           "traceback": {"type": "array", "items": TEXT}},
                          description="An exception the cell raised, or one the kernel decided "
@@ -129,7 +134,11 @@ def _schemas(max_body):
             "type": "array", "items": TEXT,
             "description": "with ?descendants=true: the states made from it that went with "
                            "it, in creation order"}}, ["deleted"]),
-        "Interrupted": obj({"interrupted": TEXT}),
+        "Interrupted": obj({"interrupted": TEXT, "replaced": {
+            **FLAG, "description": "with force: true if the server process is being replaced "
+                                   "(GET /executions/<exec_id> reports the cell once the new "
+                                   "one serves), false if the interrupt stopped it"}},
+            ["interrupted"]),
         "States": obj({"states": {"type": "array", "items": {"const": "initial"}}}),
         "StateDiff": _diff(),
         "FileStored": obj({"name": {**TEXT, "description": "the path, normalized"},
@@ -316,9 +325,12 @@ def _paths(max_import):
         "/executions/{exec_id}/output": {"get": _read_output(execution)},
         "/interrupt": {"post": operation(
             "interrupt", "executions", "Interrupt a running execution: KeyboardInterrupt in "
-            "its code; it stores no state, its checkpoints stay.",
-            json_reply("The interrupt was sent.", ref("Interrupted")), "404", *BODY_ERRORS,
-            requestBody=body("InterruptRequest"))},
+            "its code; it stores no state, its checkpoints stay. With force, a cell an "
+            "interrupt cannot reach is stopped by replacing the server process.",
+            json_reply("The interrupt was sent.", ref("Interrupted")), "404", "409",
+            *BODY_ERRORS, requestBody=body("InterruptRequest"),
+            description="409: force on a server that cannot replace its process "
+                        "(--in-memory, --no-supervisor).")},
         "/states": {"get": _list_states()},
         "/states/{name}": {
             "get": operation("get_state", "states", "Describe a state: parent, code, time, "
@@ -337,7 +349,8 @@ def _paths(max_import):
         "/states/{name}/diff/{other}": {"get": operation(
             "diff_states", "states", "What a branch did: the names the second state adds, "
             "removes and holds other values under than the first (compared by what they "
-            "hold), with type, shape or length and repr on each side.", json_reply("The difference.", ref("StateDiff")), "404",
+            "hold), with type, shape or length and repr on each side.",
+            json_reply("The difference.", ref("StateDiff")), "404",
             parameters=[path_name("name", "the first state (before)"),
                         path_name("other", "the second state (after)")])},
         "/reset": {"post": operation(
