@@ -30,6 +30,7 @@ from pydantic import Field, ValidationError
 from . import text as mcp_text
 from .backends import BackendError
 from ..render import render_text
+from ..tree import drawn
 
 PROGRESS_INTERVAL = 1.0  # seconds between progress notifications while a cell runs
 MAX_WAIT = 600.0         # seconds get_execution may wait
@@ -56,16 +57,29 @@ DESCRIPTIONS = {
         "on the new state by passing it as state_name. For work longer than a minute, pass "
         "wait=false and poll get_execution; in the code, checkpoint(progress='3/10') stores "
         "the globals so far as a state and reports progress."),
-    "list_states": "List the stored states' names, oldest first. 'initial' is the empty state.",
+    "list_states": (
+        "List the stored states as a tree: each under the state it was made from, with when "
+        "it was made, its size, how many states were made from it and the first line of "
+        "the code that made it. 'initial' is the empty state. tree=false lists the names "
+        "alone, oldest first."),
+    "diff_states": (
+        "What a branch did: the names state `other` adds to `state_name`, removes, and holds "
+        "a different value under (values compared by what they hold: a name a cell only "
+        "read, or bound again to an equal value, is unchanged), each side's type, shape or "
+        "length and repr."),
     "get_state": (
         "Describe a state: its parent, the code that made it, when, and each variable's type "
         "and repr (cut to 2,000 characters). Values shared between states instead of copied "
         "(modules, locks, open files) are listed with the reason."),
-    "delete_state": ("Delete a state to free its memory. States made from it keep their values. "
+    "delete_state": ("Delete a state to free its memory. States made from it keep their values, "
+                     "or, with descendants=true, are deleted with it (a whole branch at once). "
                      "'initial' cannot be deleted."),
     "interrupt": (
         "Stop a running execution by raising KeyboardInterrupt in its code. Its result then "
-        "says KeyboardInterrupt and stores no state; checkpoints it made stay."),
+        "says KeyboardInterrupt and stores no state; checkpoints it made stay. An interrupt "
+        "cannot reach a long call in C (an SVD, a blocked lock): force=true then replaces "
+        "the server process, keeping every stored state, and other running executions are "
+        "reported crashed."),
     "list_executions": (
         "List the running executions (elapsed time, progress hint, checkpoints, stuck) and "
         "the recently finished ones."),
@@ -99,7 +113,7 @@ def create_server(backend):
     """An MCP server whose tools run on ``backend`` (see ``backends``)."""
     tools = Tools(backend)
     server = _Server(tools, "snapshot-kernel", instructions=INSTRUCTIONS, log_level="WARNING")
-    annotations = {"list_states": READ_ONLY, "get_state": READ_ONLY,
+    annotations = {"list_states": READ_ONLY, "get_state": READ_ONLY, "diff_states": READ_ONLY,
                    "list_executions": READ_ONLY, "get_execution": READ_ONLY,
                    "read_output": READ_ONLY, "read_file": READ_ONLY, "list_files": READ_ONLY,
                    "delete_state": ToolAnnotations(destructive_hint=True),
@@ -200,10 +214,13 @@ class Tools:
             max_output: Annotated[Optional[int], Field(
                 gt=0, description="characters kept of each stream and of the result's repr "
                                   "(default: the server's --max-output)")] = None,
+            store: Annotated[bool, Field(
+                description="false: run the code for its output and store no state (a "
+                            "look at the data, a throwaway try)")] = True,
     ) -> CallToolResult:
         """Run a cell; the reply once it ends, or its exec_id at once if not ``wait``."""
         exec_id = await self._call(self.backend.start, code, state_name, new_state_name,
-                                   exec_id, timeout, max_output)
+                                   exec_id, timeout, max_output, store)
         if not wait:
             return _result(mcp_text.started_note(exec_id, state_name),
                            {"exec_id": exec_id, "status": "running"})
@@ -217,10 +234,19 @@ class Tools:
                     await anyio.to_thread.run_sync(self._interrupt_quietly, exec_id)
         return _reply_result(report["reply"])
 
-    def list_states(self) -> CallToolResult:
-        """The states' names."""
-        listing = self._sync(self.backend.states)
-        return _result("\n".join(listing["states"]), listing)
+    def list_states(self, tree: Annotated[bool, Field(
+            description="false: the names alone, oldest first")] = True) -> CallToolResult:
+        """The tree of states, or their names."""
+        listing = self._sync(self.backend.states, tree)
+        text = drawn(listing["states"]) if tree else "\n".join(listing["states"])
+        return _result(text, listing)
+
+    def diff_states(
+            self, state_name: Annotated[str, Field(description="the state before")],
+            other: Annotated[str, Field(description="the state after")]) -> CallToolResult:
+        """What ``other`` adds, removes and changes against ``state_name``."""
+        diff = self._sync(self.backend.diff, state_name, other)
+        return _result(mcp_text.diff_text(diff), diff)
 
     def get_state(self, state_name: Annotated[str, Field(description="the state's name")]
                   ) -> CallToolResult:
@@ -228,19 +254,34 @@ class Tools:
         state = self._sync(self.backend.describe, state_name)
         return _result(mcp_text.state_text(state), state)
 
-    def delete_state(self, state_name: Annotated[str, Field(description="the state's name")]
-                     ) -> CallToolResult:
-        """Drop a state."""
-        deleted = self._sync(self.backend.delete, state_name)
-        return _result(f"deleted state {state_name!r}; states made from it keep their values",
-                       deleted)
+    def delete_state(
+            self, state_name: Annotated[str, Field(description="the state's name")],
+            descendants: Annotated[bool, Field(
+                description="true: delete every state made from it too")] = False,
+    ) -> CallToolResult:
+        """Drop a state, or a branch."""
+        deleted = self._sync(self.backend.delete, state_name, descendants)
+        if descendants:
+            below = deleted["descendants"]
+            note = (f"deleted state {state_name!r} and the {len(below)} made from it"
+                    + (": " + ", ".join(map(repr, below)) if below else ""))
+        else:
+            note = f"deleted state {state_name!r}; states made from it keep their values"
+        return _result(note, deleted)
 
-    def interrupt(self, exec_id: Annotated[str, Field(description="the running execution")]
-                  ) -> CallToolResult:
-        """Interrupt a running execution."""
-        sent = self._sync(self.backend.interrupt, exec_id)
-        return _result(f"interrupted exec_id {exec_id!r}; get_execution shows how it ended",
-                       sent)
+    def interrupt(
+            self, exec_id: Annotated[str, Field(description="the running execution")],
+            force: Annotated[bool, Field(
+                description="true: if the interrupt has not stopped it within 0.5 s, "
+                            "replace the server process (a cell stuck in C)")] = False,
+    ) -> CallToolResult:
+        """Interrupt a running execution, by force if asked."""
+        sent = self._sync(self.backend.interrupt, exec_id, force)
+        note = (f"stopping exec_id {exec_id!r} by replacing the server process; "
+                "get_execution shows how it ended once the new one serves"
+                if sent.get("replaced") else
+                f"interrupted exec_id {exec_id!r}; get_execution shows how it ended")
+        return _result(note, sent)
 
     def list_executions(self) -> CallToolResult:
         """The running and recently finished executions."""

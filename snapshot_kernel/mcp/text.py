@@ -80,6 +80,34 @@ def state_text(state):
     return "\n".join(lines)
 
 
+DIFF_REPR = 500  # characters of each repr a diff's text shows (its JSON has them whole)
+
+
+def diff_text(diff):
+    """A diff as ``GET /states/<a>/diff/<b>`` gives it, in a few lines a name."""
+    counts = ", ".join(f"{len(diff[key])} {key}" for key in ("added", "removed", "changed"))
+    lines = [f"from {diff['from']!r} to {diff['to']!r}: {counts}"]
+    for key in ("added", "removed"):
+        lines += [f"{key}:"] * bool(diff[key])
+        lines += [f"  {name}: {_variable(entry)}" for name, entry in diff[key].items()]
+    lines += ["changed:"] * bool(diff["changed"])
+    for name, sides in diff["changed"].items():
+        lines.append(f"  {name}: {_variable(sides['before'])}")
+        lines.append(f"  {' ' * len(name)}  -> {_variable(sides['after'])}")
+        if "not_compared" in sides:
+            lines.append(f"  {' ' * len(name)}  (not compared: {sides['not_compared']})")
+    return "\n".join(lines)
+
+
+def _variable(entry):
+    extent = (f" {'x'.join(map(str, entry['shape']))}" if "shape" in entry
+              else f" of {entry['length']}" if "length" in entry else "")
+    text = entry["repr"]
+    if len(text) > DIFF_REPR:
+        text = text[:DIFF_REPR - 1] + "…"
+    return f"{entry['type']}{extent} = {text}"
+
+
 def executions_text(listing):
     """The running and the recently finished executions, one line each."""
     running, finished = listing.get("executions", []), listing.get("finished", [])
