@@ -435,6 +435,8 @@ class _KnownQueries:
         known = ("token", *route.config.get("query", ()))
 
         def wrapper(*args, **kwargs):
+            if not bottle.request.environ.get("QUERY_STRING"):  # most requests: nothing to parse
+                return callback(*args, **kwargs)
             unknown = sorted(set(bottle.request.query) - set(known))
             if unknown:
                 takes = ", ".join(f"?{name}=" for name in known)

@@ -210,6 +210,12 @@ def test_every_operation_names_both_auth_forms_and_the_errors_of_every_route(wor
         assert set(vocabulary.COMMON_ERRORS) <= set(operation["responses"]), operation["operationId"]
 
 
+def test_every_field_of_a_cut_stream_says_what_it_counts(world):
+    truncated = world.get("/openapi.json").json["components"]["schemas"]["Truncated"]
+    assert all(field["description"] for field in truncated["properties"].values())
+    assert "kept for paging" in truncated["properties"]["kept_characters"]["description"]
+
+
 def test_agent_hosts_md_lists_every_operation_id(world):
     page = open(os.path.join(os.path.dirname(__file__), "..", "docs", "agent-hosts.md"),
                 encoding="utf-8").read()

@@ -99,9 +99,14 @@ def _schemas(max_body):
                                      "(KeyboardInterrupt, TimeoutError, KernelReset, ...)."),
         "Checkpoint": obj({"state_name": TEXT, "progress": nullable(TEXT),
                            "timestamp": TIMESTAMP}),
-        "Truncated": obj({"characters": WHOLE, "kept_characters": WHOLE, "capped": FLAG,
-                          "location": {**TEXT, "description": "GET it to page through the "
-                                                              "stream's whole text"}}),
+        "Truncated": obj({
+            "characters": {**WHOLE, "description": "characters the stream had in all"},
+            "kept_characters": {**WHOLE, "description": "characters of it kept for paging: "
+                                "all of them unless capped"},
+            "capped": {**FLAG, "description": "the kept text reached --max-full-output, so "
+                                              "what came later is not kept"},
+            "location": {**TEXT, "description": "GET it to page through the stream's whole "
+                                                "text"}}),
         "ExecutionReply": _reply(),
         "Imported": imported(),
         "Started": obj({"exec_id": TEXT, "status": {"const": "running"}, "location": TEXT}),
