@@ -11,9 +11,7 @@ is set.
 import difflib
 import functools
 import hmac
-import json
 import os
-import re
 import shutil
 import sys
 import threading
@@ -35,6 +33,7 @@ from .crashes import FORCED_EXIT
 from .supervisor import supervise
 from .tree import drawn
 from .web.fileroutes import add_file_routes
+from .web.guards import KnownQueries, hold_while_replacing, reply_then_exit, shown_rule
 from .web.replies import reply_format, reply_parts
 from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, SHUTDOWN_TIMEOUT, error_body,
                          exit_now, listening_socket, make_server, serve_until_signalled)
@@ -58,7 +57,6 @@ KERNEL_ERROR_STATUS = {
 }
 
 WAIT_SLICE = 0.25  # seconds between checks that a waiting client is still there
-_PLACEHOLDER = re.compile(r"<(\w+)>")  # Bottle's <name> in a route, shown as OpenAPI's {name}
 
 
 def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING,
@@ -77,11 +75,11 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     app = bottle.Bottle()
     app.default_error_handler = _json_error
     expected = token.encode("utf-8")
-    app.add_hook("before_request", _hold_while_replacing)
+    app.add_hook("before_request", hold_while_replacing)
     app.add_hook("before_request", lambda: _authorize(expected))
     app.add_hook("before_request", _route_the_path_sent)
     app.install(_map_kernel_errors)
-    app.install(_KnownQueries())
+    app.install(KnownQueries())
     waiting = _Slots(max_running)
     files = Workdir(os.getcwd()) if files is None else files
 
@@ -176,7 +174,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
             return {"interrupted": exec_id}
         if kernel.stop_by_force(exec_id):  # the interrupt reached it after all
             return {"interrupted": exec_id, "replaced": False}
-        _reply_then_exit({"interrupted": exec_id, "replaced": True}, FORCED_EXIT)
+        reply_then_exit({"interrupted": exec_id, "replaced": True}, FORCED_EXIT)
 
     @app.get("/states/<name>/diff/<other>")
     def diff_states(name, other):
@@ -189,28 +187,6 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
         return openapi.document(max_body, files.max_file, max_import)
 
     return app
-
-
-_REPLACING = threading.Event()  # set once this process is ending for a forced stop
-
-
-def _hold_while_replacing():
-    """A request that reaches a process ending for a forced stop waits for its end, so
-    no reply from it can be stale: its connection closes, and the client asks again,
-    of the next process."""
-    if _REPLACING.is_set():
-        threading.Event().wait()
-
-
-def _reply_then_exit(reply, status):
-    """Give ``reply`` on this request's connection, then end the process with ``status``
-    (a forced stop: the supervisor starts the next server process)."""
-    _REPLACING.set()
-    answer_now = bottle.request.environ.get(ANSWER_NOW)
-    if answer_now is not None:
-        answer_now("200 OK", [("Content-Type", "application/json")],
-                   json.dumps(reply).encode("utf-8"))
-    exit_now(status)
 
 
 def _execute_arguments(body):
@@ -384,14 +360,9 @@ def _json_error(error):
     return error_body(message)
 
 
-def _shown_rule(rule):
-    """A Bottle route's rule as OpenAPI and the errors show it: ``/states/{name}``."""
-    return _PLACEHOLDER.sub(r"{\1}", rule)
-
-
 def _no_route(path, routes):
     """What a 404 for an unknown route says: the nearest route, and all of them."""
-    rules = [_shown_rule(route.rule) for route in routes]
+    rules = [shown_rule(route.rule) for route in routes]
     served = [f"{route.method} {rule}" for route, rule in zip(routes, rules)]
     nearest = difflib.get_close_matches(path, rules, 1, 0.5)
     hint = [each for each, rule in zip(served, rules) if nearest and rule == nearest[0]]
@@ -423,29 +394,6 @@ def _map_kernel_errors(callback):
             raise bottle.HTTPError(status, str(exc)) from None
 
     return wrapper
-
-
-class _KnownQueries:
-    """Bottle plugin: a query parameter its route does not take is a 400 naming the ones it
-    does (a route's ``query`` config; ``token`` everywhere), so ``?tre=1`` is no silent no-op."""
-
-    name, api = "known_queries", 2
-
-    def apply(self, callback, route):
-        known = ("token", *route.config.get("query", ()))
-
-        def wrapper(*args, **kwargs):
-            if not bottle.request.environ.get("QUERY_STRING"):  # most requests: nothing to parse
-                return callback(*args, **kwargs)
-            unknown = sorted(set(bottle.request.query) - set(known))
-            if unknown:
-                takes = ", ".join(f"?{name}=" for name in known)
-                raise bottle.HTTPError(400, f"unknown query parameter(s) "
-                                            f"{', '.join(map(repr, unknown))}; {route.method} "
-                                            f"{_shown_rule(route.rule)} takes {takes}")
-            return callback(*args, **kwargs)
-
-        return wrapper
 
 
 def main(argv=None):

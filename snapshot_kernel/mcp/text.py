@@ -1,12 +1,78 @@
-"""The text the MCP tools give models, beside the concise rendering of outputs.
-
-Short lines that name what a call left behind (the exec_id, the state stored,
-the error, where the rest of a cut stream is), so that a model reading only
-text loses nothing the JSON reply holds. Pure functions of the HTTP API's dicts;
-standard library only.
+"""The text the MCP tools give models: the server's instructions and each tool's
+description, and, beside the concise rendering of outputs, short lines that name what a
+call left behind (the exec_id, the state stored, the error, where the rest of a cut
+stream is), so that a model reading only text loses nothing the JSON reply holds. Pure
+functions of the HTTP API's dicts; standard library only.
 """
 
 from ..render import closing_parts
+
+# What the server tells hosts of itself, and of each tool (its description).
+INSTRUCTIONS = (
+    "A Python kernel whose states you can branch. A state is an immutable snapshot of a "
+    "namespace: variables, functions, classes, imported modules. execute_code runs code on a "
+    "private copy of a state and, if the code succeeds, stores the result as a new state; the "
+    "source state never changes, so you can try several variants from one state and keep the "
+    "one that worked, without re-running earlier steps. 'initial' is the empty state. Code "
+    "runs with this server's rights on its machine: it is not a sandbox.")
+
+DESCRIPTIONS = {
+    "execute_code": (
+        "Run Python code on a copy of a state and, if it succeeds, store the result as a new "
+        "state (the source state never changes). It behaves like a notebook cell: stdout and "
+        "stderr are captured, the last expression's value is shown, plots come back as "
+        "images, and `!cmd`, `%pip install pkg` and `%time` work. The text is the output "
+        "(alone if there is one, else in <stdout>, <stderr>, <execute_result>, <error> tags); "
+        "its last line names the exec_id and the new state, or the error. Run the next step "
+        "on the new state by passing it as state_name. For work longer than a minute, pass "
+        "wait=false and poll get_execution; in the code, checkpoint(progress='3/10') stores "
+        "the globals so far as a state and reports progress."),
+    "list_states": (
+        "List the stored states as a tree: each under the state it was made from, with when "
+        "it was made, its size, how many states were made from it and the first line of "
+        "the code that made it. 'initial' is the empty state. tree=false lists the names "
+        "alone, oldest first."),
+    "diff_states": (
+        "What a branch did: the names state `other` adds to `state_name`, removes, and holds "
+        "a different value under (values compared by what they hold: a name a cell only "
+        "read, or bound again to an equal value, is unchanged), each side's type, shape or "
+        "length and repr."),
+    "get_state": (
+        "Describe a state: its parent, the code that made it, when, and each variable's type "
+        "and repr (cut to 2,000 characters). Values shared between states instead of copied "
+        "(modules, locks, open files) are listed with the reason."),
+    "delete_state": ("Delete a state to free its memory. States made from it keep their values, "
+                     "or, with descendants=true, are deleted with it (a whole branch at once). "
+                     "'initial' cannot be deleted."),
+    "interrupt": (
+        "Stop a running execution by raising KeyboardInterrupt in its code. Its result then "
+        "says KeyboardInterrupt and stores no state; checkpoints it made stay. An interrupt "
+        "cannot reach a long call in C (an SVD, a blocked lock): force=true then replaces "
+        "the server process, keeping every stored state, and other running executions are "
+        "reported crashed."),
+    "list_executions": (
+        "List the running executions (elapsed time, progress hint, checkpoints, stuck) and "
+        "the recently finished ones."),
+    "get_execution": (
+        "An execution's status (running, completed, failed, interrupted, timed_out, stuck, "
+        "crashed: the server process died while it ran, and `crash` says how), "
+        "its output so far and its latest progress hint; once it has finished, the same "
+        "result execute_code gives. Set wait to wait that many seconds for it to finish."),
+    "read_output": (
+        "Read the complete stdout or stderr of an execution whose result was cut (the "
+        "result says so), a page at a time."),
+    "read_file": (
+        "Read a file of the working directory, where cells run (a path relative to it, "
+        "'/' between directories). Text comes back as text; PNG, JPEG, GIF and WebP images "
+        "as images; other bytes as base64. Files up to 1 MB: read larger ones in a cell."),
+    "write_file": (
+        "Write a file into the working directory, where cells run, so code can open it by "
+        "this path; the directories it needs are made and an existing file is replaced. "
+        "content is text, or base64 with encoding='base64'."),
+    "list_files": (
+        "List a directory of the working directory (by default the working directory "
+        "itself): each entry's name, size and modification time; directories end in '/'."),
+}
 
 IMAGE_MIMES = ("image/png", "image/jpeg")  # what MCP hosts show as images; SVG stays a note
 FILE_IMAGE_MIMES = IMAGE_MIMES + ("image/gif", "image/webp")  # read_file sends these as images
