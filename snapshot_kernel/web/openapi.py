@@ -84,8 +84,11 @@ def _schemas(max_body):
     schemas = {
         "Error": obj({"error": {**TEXT, "description": "what is wrong and how to fix it"}}),
         "Name": NAME,
-        "ExecuteRequest": _request(EXECUTE_FIELDS, _execute_fields(), max_body, {
+        "ExecuteRequest": {**_request(EXECUTE_FIELDS, _execute_fields(), max_body, {
             "code": "import math\nx = 41\nx + 1", "state_name": "initial"}),
+            # store false names no state to store: a new_state_name with it is a 400
+            "if": {"properties": {"store": {"const": False}}, "required": ["store"]},
+            "then": {"properties": {"new_state_name": {"type": "null"}}}},
         "InterruptRequest": _request(INTERRUPT_FIELDS, {
             "exec_id": {**ref("Name"), "description": "the running execution"},
             "force": {"default": False, "description": "true: if the interrupt has not stopped "
