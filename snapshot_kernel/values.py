@@ -37,6 +37,7 @@ _CLASS_OWN = frozenset({"__dict__", "__weakref__", "__slotnames__"})
 _MEMBERS = ("__defaults__", "__kwdefaults__", "__dict__")
 _comparers = {}   # type -> comparer(a, b, budget): pairs to compare, or None if unequal
 _inherited = {}   # type -> comparer, for it and its subclasses
+_resolved = {}    # type -> the comparer found for it (not cells' classes: they never end)
 
 
 class NotCompared(Exception):
@@ -73,6 +74,7 @@ def register_comparer(cls, comparer, subclasses=False):
     ``comparer(a, b, budget)``: an iterable of pairs that must all be equal too, or
     None if ``a`` and ``b`` differ. Support modules of libraries call it."""
     (_inherited if subclasses else _comparers)[cls] = comparer
+    _resolved.clear()
 
 
 def equal(first, second, budget):
@@ -101,17 +103,24 @@ def _pairs(a, b, budget):
         if not _named_alike(kind, type(b)):
             return None
         first = [(kind, type(b))]  # copies of one class: equal if their definitions are
-    comparer = _comparer(kind)
-    pairs = comparer(a, b, budget)
+    pairs, failed = cell.call_user(_comparer(kind), a, b, budget)  # library code runs
+    if failed is not None:
+        cell.drop_tracebacks(failed)
+        if isinstance(failed, NotCompared):
+            raise failed
+        raise NotCompared(f"comparing a {cell.safe_type_name(a)} failed "
+                          f"({type(failed).__name__})") from None
     return None if pairs is None else [*first, *pairs]
 
 
 def _comparer(kind):
-    found = _comparers.get(kind)
+    found = _comparers.get(kind) or _resolved.get(kind)
     if found is None:
         dispatch.load_support(kind)
         found = _comparers.get(kind) or next(
             (_inherited[base] for base in kind.__mro__ if base in _inherited), _reduced)
+        if kind.__module__ != "__main__":
+            _resolved[kind] = found
     return found
 
 
@@ -128,7 +137,7 @@ def _floats(a, b, budget):
 def _sequences(a, b, budget):
     if len(a) != len(b):
         return None
-    if _all_values(a) and a == b:  # only values: C compares them, no user code runs
+    if _all_values(a) and _all_values(b) and a == b:  # C compares them: no user code runs
         budget.spend(objects=len(a))
         return ()
     return zip(a, b)
@@ -138,10 +147,19 @@ def _all_values(items):
     return all(type(item) in _VALUE_TYPES for item in items)
 
 
+def _plain_key(key):
+    """A key hashed and compared by value in C: a value, a float, or a tuple of them."""
+    kind = type(key)
+    return kind in _VALUE_TYPES or kind is float or (
+        kind is tuple and all(map(_plain_key, key)))
+
+
 def _dicts(a, b, budget):
+    """Plain keys looked up (no user code runs); other keys paired in order, which copies
+    keep."""
     if len(a) != len(b):
         return None
-    if not _all_values(a):  # keys of identity: copies match in order (copies keep it)
+    if not (all(map(_plain_key, a)) and all(map(_plain_key, b))):
         return [*zip(a, b), *zip(a.values(), b.values())]
     if any(key not in b for key in a):
         return None

@@ -103,9 +103,14 @@ VALUES = {  # (before, after, changed?): each bound to v, the second by a cell o
     "closures over other values": ("adder(1)", "adder(2)", True),
     "bound methods": ("Point(1, 2).norm", "Point(1, 2).norm", False),
     "a datetime": ("datetime.datetime(2020, 1, 1)", "datetime.datetime(2020, 1, 1)", False),
+    "dicts keyed by tuples, in another order": ("{(1, 'a'): 1, (2, 'b'): 2}",
+                                                "{(2, 'b'): 2, (1, 'a'): 1}", False),
+    "a list and an equal list holding an int subclass": ("[1]", "[Tricky(1)]", True),
     "a Decimal": ("decimal.Decimal('1.10')", "decimal.Decimal('1.1')", True),
 }
-VALUE_SETUP = ("import datetime, decimal\nclass Point:\n    def __init__(self, x, y):\n"
+VALUE_SETUP = ("import datetime, decimal\nclass Tricky(int):\n    def __eq__(self, other):\n"
+               "        raise AssertionError('the diff ran == of a value')\n"
+               "    __hash__ = int.__hash__\nclass Point:\n    def __init__(self, x, y):\n"
                "        self.x, self.y = x, y\n    def norm(self):\n        return self.x\n"
                "def adder(k):\n    def add(n):\n        return n + k\n    return add\n")
 
@@ -169,6 +174,17 @@ def test_past_its_bound_the_diff_says_it_did_not_compare(kernel):
     kernel.compare_limits = (10, 10 ** 6)
     changed = kernel.diff(base, after)["changed"]
     assert "more objects than the diff compares (10 in all)" in changed["many"]["not_compared"]
+
+
+def test_a_comparison_that_fails_in_library_code_says_so(kernel):
+    base = branch(kernel, "import numpy as np\nclass Odd(np.ndarray):\n"
+                          "    def __reduce_ex__(self, protocol):\n"
+                          "        raise RuntimeError('no reduction')\n"
+                          "odd = np.zeros(3).view(Odd)")
+    after = branch(kernel, "odd = np.zeros(3).view(Odd)", base)
+    changed = kernel.diff(base, after)["changed"]
+    assert changed["odd"]["not_compared"].startswith("a Odd has no value to compare "
+                                                     "(RuntimeError")
 
 
 def test_objects_without_a_value_are_not_compared_and_say_why(kernel):
