@@ -128,11 +128,11 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.get("/states", query=("tree", "format"))
     def list_states():
-        form = _reply_format(_query_text("format"))
+        tree, form = _query_flag("tree"), _reply_format(_query_text("format"))
         if form == "text":
             bottle.response.content_type = "text/plain; charset=utf-8"
             return drawn(kernel.state_tree()).encode("utf-8", "backslashreplace")
-        if _query_flag("tree"):
+        if tree:
             return {"states": kernel.state_tree()}
         return {"states": kernel.state_names()}
 

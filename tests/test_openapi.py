@@ -312,6 +312,7 @@ REPLIES = {
     "states, a tree drawn for Accept": ("GET", "/states", None, {"HTTP_ACCEPT": "text/plain"},
                                         200),
     "states, bad tree": ("GET", "/states?tree=yes", None, {}, 400),
+    "states, bad tree drawn": ("GET", "/states?tree=%05&format=text", None, {}, 400),
     "states, unknown query": ("GET", "/states?tre=1", None, {}, 400),
     "execute, no state stored": ("POST", "/execute", {**GOOD, "store": False}, {}, 200),
     "execute, no state stored, named": ("POST", "/execute", {**GOOD, "store": False,
