@@ -107,8 +107,9 @@ class Server:
                                f"{error['evalue']}\n{code}")
         return elapsed, reply
 
-    def request(self, method, path, body=None, timeout=SLACK):
-        """The JSON reply to one request, waiting at most ``timeout`` s for each read."""
+    def request(self, method, path, body=None, timeout=SLACK, expecting=200):
+        """The JSON reply to one request, waiting at most ``timeout`` s for each read; its
+        status must be ``expecting``."""
         if time.monotonic() - self.last_used > IDLE_RECONNECT:
             self.connection.close()  # reopened by the next request: it may have been dropped
         self.connection.timeout = timeout
@@ -120,7 +121,7 @@ class Server:
         response = self.connection.getresponse()
         payload = response.read()
         self.last_used = time.monotonic()
-        if response.status != 200:
+        if response.status != expecting:
             raise ServerFailed(f"{self.kind}: HTTP {response.status} for {method} {path}: "
                                f"{payload[:300]!r}")
         return json.loads(payload)

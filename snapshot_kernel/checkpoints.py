@@ -15,7 +15,7 @@ only reports a hint (``GET /executions`` shows the latest).
 import builtins
 import contextvars
 
-from .runtime import capture
+from .runtime import capture, settings
 from .errors import StateExists, check_name
 
 def _hook(what):
@@ -69,7 +69,9 @@ class Checkpointing:
         if run.working is None:
             raise RuntimeError("checkpoint() can only store a cell's globals while it runs")
         changes = run.working.commit()  # before taking the lock: copying runs user code
-        process = self._process(run.source).after(contextvars.copy_context())
+        before = self._process(run.source)
+        process = before.after(run.taken, contextvars.copy_context(),
+                               settings.shared_now(before.shared))
         with self._lock:
             if run.generation != self._generation:
                 raise RuntimeError("the kernel was reset; checkpoints are not stored")

@@ -90,13 +90,15 @@ class Deadlines:
         so a kernel nobody uses any more is freed, and its supervisor ends."""
         if not self._supervising:
             self._supervising = True
-            threading.Thread(target=_supervise, args=(weakref.ref(self),), daemon=True,
-                             name="snapshot-kernel supervisor").start()
+            self._supervisor = threading.Thread(target=_supervise, args=(weakref.ref(self),),
+                                                daemon=True, name="snapshot-kernel supervisor")
+            self._supervisor.start()
 
     def _check_locked(self, run, now):
         if run.client_gone is not None and run.interrupt_reason is None and run.client_gone():
             self._interrupt_locked(run, "disconnect")
-        if run.timeout is not None and now - run.started >= run.timeout:
+        since = run.running_since  # None while it waits for other cells' settings
+        if run.timeout is not None and since is not None and now - since >= run.timeout:
             self._interrupt_locked(run, "timeout")
         if (not run.done.is_set() and run.interrupted_at is not None
                 and now - run.interrupted_at >= self.grace):

@@ -15,7 +15,7 @@ import threading
 from . import cell, values
 from .copying.dispatch import is_dunder
 from .copying.stored import reading
-from .runtime import mainmodule
+from .runtime import mainmodule, settings
 from .states.storage import GONE, TOUCHED, Working
 
 BUDGET = 10.0  # seconds the reprs of one state may take before the reply goes without them
@@ -200,13 +200,21 @@ class Describing:
 
     def _as_cell(self, state, describe):
         """Run ``describe(retry)`` as a cell of ``state`` would run: in its context with
-        its thread's settings, and its process-wide ones if no cell runs (a describe
-        never waits for cells)."""
+        its settings, and its process-wide ones if no cell runs (a describe never waits
+        for cells)."""
         process = self._process(state)
-        _, failed = cell.call_user(self._gate.apply_if_idle, process.shared)
-        if failed is not None:  # its working directory is gone, say: the reprs go on
+        _, failed = cell.call_user(self._gate.apply_if_idle, process.claims(self.server))
+        if failed is not None:
             cell.drop_tracebacks(failed)
-        process.new_context().run(self._describe_in_context, state, process, describe)
+        try:
+            taken = process.take(self.server, drawing=False)
+        except settings.SettingError:  # its working directory is gone, say: the reprs go on
+            taken = None
+        try:
+            process.new_context().run(self._describe_in_context, state, process, describe)
+        finally:
+            if taken is not None:
+                settings.release(taken)
 
     def _describe_in_context(self, state, process, describe):
         process.enter_thread()

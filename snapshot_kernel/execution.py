@@ -24,7 +24,8 @@ from .states.storage import NOT_EXPORTED
 # Phases of an execution: an interrupt is raised only while it is RUNNING.
 STARTING, RUNNING, DONE = "starting", "running", "done"
 # What GET /executions/<id> says of it.
-STATUSES = ("running", "completed", "failed", "interrupted", "timed_out", "stuck", "crashed")
+STATUSES = ("waiting", "running", "completed", "failed", "interrupted", "timed_out", "stuck",
+            "crashed")
 DEFAULT_KEEP_SECONDS = 3600.0  # how long a finished execution's record is kept
 DEFAULT_KEEP_COUNT = 1000      # and how many of them at most
 DEFAULT_KEEP_BYTES = 256 * 2 ** 20  # and how many characters of their replies (the latest stays)
@@ -105,12 +106,17 @@ class Execution:
     crash: Optional[dict] = None  # how the server process running it died (crashes.cause_of)
     memory_held: Optional[tuple] = None  # (bytes held, the limit) if the memory limit stopped it
     size: int = 0             # characters its reply holds, once it is kept as finished
+    waiting: Optional[dict] = None  # while other cells' settings hold it back: for whom, why
+    waited: Optional[dict] = None   # once it ran: how long it waited, for whom, why
+    running_since: Optional[float] = None  # time.monotonic() once it may run: its timeout
+    taken: object = None      # its settings.Held while it runs (checkpoints read them)
+    compiled: Optional[tuple] = None  # cell.compile_cell's, until its cell runs
     store: bool = True        # false: the cell runs for its outputs, and stores no state
 
     @property
     def status(self):
         if not self.done.is_set():
-            return "running"
+            return "waiting" if self.waiting is not None else "running"
         if self.crash is not None:
             return "crashed"
         if self.stuck and not self.ended:
@@ -134,6 +140,7 @@ class Execution:
                 "interrupt_reason": self.interrupt_reason, "stuck": self.stuck,
                 "thread_id": self.thread_id, "progress": self.progress,
                 "checkpoints": list(self.checkpoints),
+                "waiting": None if self.waiting is None else dict(self.waiting),
                 **({} if self.crash is None else {"crash": dict(self.crash)})}
 
     def report(self):
@@ -319,6 +326,8 @@ def reply_for(run, outcome, name, lost=None):
              "exec_id": run.exec_id, "parent": run.state_name}
     if run.checkpoints:
         reply["checkpoints"] = list(run.checkpoints)
+    if run.waited:
+        reply["waited"] = dict(run.waited)
     if lost:
         reply["lost"] = dict(lost)
     truncated = run.capture.truncated()

@@ -21,24 +21,24 @@ class Following:
                     self._initial_process = settings.initial()
         return self._initial_process if state.process is None else state.process
 
-    def _leave_gate(self, run, before, alongside):
-        """What the cell's thread and process ended with; the gate learns it too."""
-        after = None
+    def _leave_settings(self, run, before, taken, alongside):
+        """What the cell's thread and process ended with; the gate learns it, and the
+        thread holds nothing of the cell any more."""
+        changed = ()
         try:
-            after = before.after(run.context)
+            shared, changed = self._gate.leave(run, before.shared, alongside)
+            return before.after(taken, run.context, shared)
         finally:  # even if the cell failed: the process holds what it left
-            others = self._gate.leave(None if after is None else after.shared)
-            run.context = None
-        if (alongside or others) and after.shared is not before.shared:
-            run.capture.add(_mixed_note(before.shared, after.shared))
-        return after
+            settings.release(taken)
+            run.context = run.taken = None
+            if changed:
+                run.capture.add(_mixed_note(changed))
 
 
-def _mixed_note(before, after):
+def _mixed_note(changed):
     """A stderr note: this cell changed process-wide settings while others ran."""
-    names = ", ".join(sorted(name for name in set(before) | set(after)
-                             if before.get(name) != after.get(name)))
     return {"output_type": "stream", "name": "stderr",
-            "text": f"snapshot-kernel: this cell changed process-wide settings ({names}) "
-                    "while other cells were running; they may have seen the change. Run "
-                    "cells that change them alone to keep states exact.\n"}
+            "text": f"snapshot-kernel: this cell changed {'; '.join(changed)} while other "
+                    "cells were running, and they saw the change: these settings are one "
+                    "per process (docs/promises.md lists them). Run cells that change them "
+                    "alone to keep states exact.\n"}

@@ -23,9 +23,11 @@ import itertools
 import os
 import sys
 import threading
+import time
 import traceback
 
-from .runtime import capture, display, interrupt, mainmodule, monkeypatches, plots, settings
+from .runtime import (capture, display, fs, held, interrupt, kinds, mainmodule, monkeypatches,
+                      plots, settings)
 from . import cell, checkpoints, heap, suggestions, tree, values
 from .states import cow
 from .notebook import magics
@@ -61,7 +63,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following, T
                  image_limit=DEFAULT_IMAGE_LIMIT, copy_on_write=cow.THRESHOLD,
                  keep_results=None, full_output_limit=capture.DEFAULT_FULL_LIMIT,
                  state_dir=None, max_memory=None, crash=None, journal=None,
-                 private_dir=False, max_cell_memory=None):
+                 private_dir=False, max_cell_memory=None, workdir=None):
         """``timeout`` and ``output_limit`` are defaults for executions (None: no
         limit). ``copy_mode`` says what an execution copies in before its cell runs
         (``storage.Working.open``); buffers of ``copy_on_write`` bytes or more are kept
@@ -76,12 +78,15 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following, T
         state directory is the server's alone, removed when it stops (``Store``).
         ``max_cell_memory``: the bytes of anonymous memory the process may hold while
         cells run; past it, the running cells are interrupted with a MemoryError
-        (``memory``). None: no limit."""
+        (``memory``). None: no limit. ``workdir``: where cells run unless their state
+        chose another directory (default: the working directory now)."""
         for patch in (capture, interrupt, plots, display, checkpoints, mainmodule, heap):
             patch.install()
+        kinds.install(capture.INHERITED)
         self._initial_process = None  # the server's settings, read when the first cell runs
         self._initial_lock = threading.Lock()
         self._gate = settings.GATE
+        self.server = held.Server(os.path.realpath(workdir or os.getcwd()), fs.read_umask())
         self.timeout, self.grace = timeout, grace
         self.max_cell_memory = max_cell_memory
         self.output_limit, self.image_limit = output_limit, image_limit
@@ -273,6 +278,27 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following, T
                     self._abandon_locked(run, kernel_error(
                         "KernelShutdown", "the server is shutting down; nothing was stored"))
 
+    def shutdown(self, grace=None):
+        """``close``, then wait up to ``grace`` seconds (default: the kernel's) for the
+        running cells to end, end the kernel's threads, close its state directory, and
+        put the process-wide settings its cells changed back. For a kernel embedded in a
+        process that goes on (a test): nothing of it is left running."""
+        self.close()
+        deadline = time.monotonic() + (self.grace if grace is None else grace)
+        while self._running_runs() and time.monotonic() < deadline:
+            time.sleep(0.01)  # (a stuck cell may never end: it is left behind)
+        self._threads.close()
+        supervisor = getattr(self, "_supervisor", None)
+        if supervisor is not None:  # it ends at its next check, the kernel being closed
+            supervisor.join(max(0.0, deadline - time.monotonic()) + 1.0)
+        if self._store is not None and not self._running_runs():
+            self._store.close()
+        self._gate.apply_if_idle(settings.Process({}, {}, {}).claims(self.server))
+
+    def _running_runs(self):
+        with self._lock:
+            return [run for run in self._runs.running.values() if not run.ended]
+
     def _run_record(self, exec_id):
         with self._lock:
             run = self._runs.get(exec_id)
@@ -336,19 +362,32 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following, T
         run.capture.checkpoint = None
         if os.getpid() != pid:  # a process the cell forked, back from the cell, ends here:
             os._exit(0)         # it stores nothing and answers nobody
+        if run.interrupt_reason == "memory":  # what it grew went back to malloc only: give
+            heap.give_back()                  # it to the system, or the next cell is stopped
         self._finish(run, outcome)
 
     def _attempt(self, run):
-        """Run the cell between the gate of process-wide settings, outside the window
-        an interrupt can land in: a cell waiting there is only flagged, and polls."""
+        """Compile the cell, then run it between the gate of process-wide settings,
+        outside the window an interrupt can land in: a cell waiting there is only
+        flagged, and polls."""
+        run.compiled, failed = cell.call_user(cell.compile_cell, run.code, run.filename)
+        if failed is not None:  # a SyntaxError, say: nothing to wait for
+            cell.Source.done(run.filename)
+            return Outcome(error=cell.error_dict(failed))
         before = self._process(run.source)
-        try:
-            alongside = self._gate.enter(before.shared, run)
-        except settings.ProcessSettingError as exc:
-            return Outcome(error=kernel_error("ProcessSettingError", str(exc)))
-        if alongside is None:  # interrupted (a request, its timeout) while it waited
+        found = run.compiled[3]
+        patching = monkeypatches.may_patch(found, run.source.peek) if found else ()
+        alongside = self._gate.enter(run, before.claims(self.server), patching)
+        if alongside is None:  # interrupted (a request, a reset) while it waited
+            cell.Source.done(run.filename)
             return Outcome(error=interrupted_error())
-        run.context = before.new_context()
+        try:
+            taken = before.take(self.server)
+        except settings.SettingError as exc:
+            self._gate.leave(run, before.shared, alongside)
+            cell.Source.done(run.filename)
+            return Outcome(error=kernel_error("SettingError", str(exc)))
+        run.context, run.taken = before.new_context(), taken
         try:
             with capture.capturing(run.capture), interrupt.interruptible():
                 self._arm(run)
@@ -357,7 +396,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following, T
                 finally:
                     self._disarm(run)
         finally:
-            after = self._leave_gate(run, before, alongside)
+            after = self._leave_settings(run, before, taken, alongside)
         return outcome if outcome.error is not None else Outcome(outcome.stored, process=after)
 
     def _run_cell(self, run):
@@ -373,7 +412,8 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following, T
         return outcome
 
     def _copy_run_copy(self, run):
-        body, last, notebook, found = cell.compile_cell(run.code, run.filename)
+        body, last, notebook, found = run.compiled
+        run.compiled = None
         working = Working(run.source, self.copy_mode, self.buffers,
                           provided=magics.CELL_BUILTINS if notebook else None)
         working.open(body, last)

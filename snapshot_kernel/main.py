@@ -62,7 +62,7 @@ WAIT_SLICE = 0.25  # seconds between checks that a waiting client is still there
 def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING,
                files=None, max_import=DEFAULT_MAX_IMPORT):
     """A Bottle app serving ``kernel``, and the ``files`` of a ``Workdir`` (by default
-    the current directory), to clients that present ``token``.
+    the kernel's workdir, where its cells run), to clients that present ``token``.
 
     At most ``max_running`` requests that wait on a cell (a waiting /execute, a
     long poll) or move a file's bytes are served at once; more are refused with
@@ -81,7 +81,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     app.install(_map_kernel_errors)
     app.install(KnownQueries())
     waiting = _Slots(max_running)
-    files = Workdir(os.getcwd()) if files is None else files
+    files = Workdir(kernel.server.workdir) if files is None else files
 
     @app.post("/execute")
     def execute():
@@ -257,7 +257,8 @@ def _started(run):
     location = f"/executions/{urllib.parse.quote(run.exec_id, safe='')}"
     bottle.response.status = 202
     bottle.response.set_header("Location", location)
-    return {"exec_id": run.exec_id, "status": "running", "location": location}
+    return {"exec_id": run.exec_id, "status": "waiting" if run.waiting else "running",
+            "location": location}
 
 
 def _reply_format(requested):

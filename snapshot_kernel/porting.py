@@ -50,7 +50,7 @@ class Porting:
         """``(state, lost)`` once the received state is saved and listed."""
         saved = published = False
         try:
-            state, lost = received.state(name, self._process(self._get("initial")))
+            state, lost = received.state(name)
             if self._store is not None:
                 lost.update(self._store.save(state))
                 saved = True

@@ -22,6 +22,7 @@ class CellThreads:
         self.max_idle, self.idle_end = max_idle, idle_end
         self._lock = threading.Lock()
         self._idle = 0
+        self._closed = False
         self._jobs = queue.SimpleQueue()
 
     def submit(self, job, name):
@@ -44,10 +45,20 @@ class CellThreads:
                         self._idle -= 1
                         return
                 continue
+            if job is None:  # close(): this idle thread ends
+                return
             threading.current_thread().name = name
             contextvars.Context().run(job)
             job = None  # an idle thread must not keep the last cell's objects alive
             with self._lock:
-                if self._idle >= self.max_idle:
+                if self._idle >= self.max_idle or self._closed:
                     return
                 self._idle += 1
+
+    def close(self):
+        """End the idle threads now; those running a job end when it ends."""
+        with self._lock:
+            self._closed = True
+            for _ in range(self._idle):
+                self._jobs.put((None, None))
+            self._idle = 0

@@ -17,13 +17,13 @@ TOKEN = "test-token"
 
 @pytest.fixture(autouse=True)
 def process_settings():
-    """Each test starts with the process's settings as pytest had them: cells leave the
-    process as their state has it (its working directory, say) until the next cell."""
-    before = settings.initial()
+    """Each test starts with the process-wide settings as pytest had them: cells leave
+    those (a module attribute, the recursion limit) as their state has them until the
+    next cell."""
+    before, thread = settings.process_values(), settings.initial()
     yield
-    settings.apply_shared(before.shared)
-    before.enter_thread()
-    settings.GATE.forget()
+    settings.put_back(before)
+    thread.enter_thread()
 
 
 @pytest.fixture(params=[TOUCHED, WHOLE])

@@ -10,9 +10,10 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # benchmark -> its arguments for a small run (settings.py is small as it is)
-SMALL = {"run": ["--quick"], "bigdata": ["--quick"], "crashes": ["--quick"],
-         "durable": ["--quick"], "memory": ["--quick"], "portable": ["--quick"],
-         "smallstates": ["--quick"], "agentday": ["--quick"], "settings": []}
+SMALL = {"run": ["--quick"], "bigdata": ["--quick"], "branches": ["--quick"],
+         "cliffs": ["--quick"], "crashes": ["--quick"], "durable": ["--quick"],
+         "memory": ["--quick"], "portable": ["--quick"], "smallstates": ["--quick"],
+         "agentday": ["--quick"], "settings": []}
 
 
 def test_every_benchmark_is_listed():

@@ -7,6 +7,8 @@ and an 8 MB array. ``approx_bytes`` is what a user sees of the cost.
 
 import gc
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -150,6 +152,30 @@ def test_deleting_states_frees_their_buffers(cowk):
         cowk.delete(name)
     gc.collect()
     assert not memfds() & made
+
+
+FORKED = """
+import gc, os, sys
+from snapshot_kernel.states import cow
+blob = cow.Blob.unnamed(b"x" * 4096, sys.argv[1])
+child = os.fork()
+if child == 0:  # a process a cell forked, ending as Python ends: its finalizers run
+    del blob
+    gc.collect()
+    sys.exit(0)
+os.waitpid(child, 0)
+print(os.path.exists(blob.path), end=" ")
+path = blob.path
+del blob
+gc.collect()
+print(os.path.exists(path))
+"""
+
+
+def test_a_buffer_file_not_yet_saved_goes_with_its_blob_but_not_with_a_forked_child(tmp_path):
+    done = subprocess.run([sys.executable, "-c", FORKED, str(tmp_path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout == "True False\n", done.stderr
 
 
 def test_copy_on_write_falls_back_to_copies_where_the_machine_cannot(monkeypatch):

@@ -253,6 +253,18 @@ def test_export_and_import_through_the_app(source, target):
     assert printed(imported, PROBE, "caf\u00e9") == printed(kernel, PROBE, "changed")
 
 
+def test_an_archive_holds_the_bytes_of_an_array_with_many_views_once(target):
+    from test_durable import CHECK_VIEWS, VIEWS
+    kernel = SnapshotKernel()
+    ok(kernel, VIEWS, new_state_name="views")
+    writer, _ = kernel.export_state("views")
+    data = b"".join(writer.chunks())
+    assert len(data) < 2 * 64_000 * 8  # each view's reference held the base's bytes again
+    app, imported, _ = target
+    assert put(app, "views", data).status_int == 200
+    assert printed(imported, CHECK_VIEWS, "views") == "True True 897.0 True\n"
+
+
 def test_members_are_npy_files_and_meta_says_what_the_state_needs(source):
     import numpy as np
     _, data = source
@@ -427,19 +439,26 @@ def test_the_name_is_held_while_the_archive_arrives(source):
     assert refused and kernel.state_names() == ["initial", "moved"]
 
 
-def test_settings_travel_with_a_state_but_the_machine_s_own_stay(tmp_path, target):
-    """The random generators, decimal and the like move; the working directory, the
-    environment and sys.path name the exporting machine, so the importer's are kept."""
-    kernel = SnapshotKernel()
-    ok(kernel, f"import os, sys, random, decimal\nos.chdir({str(tmp_path)!r})\n"
-               "os.environ['SK_MOVED'] = 'there'\nsys.path.append('/sk-there')\n"
-               "random.seed(5)\ndecimal.getcontext().prec = 3", new_state_name="set")
-    writer, _ = kernel.export_state("set")
-    app, imported, _ = target
-    assert put(app, "moved", b"".join(writer.chunks())).status_int == 200
+def test_settings_travel_with_a_state_but_the_machine_s_own_stay(tmp_path):
+    """What the state's cells chose moves (an environment variable, an entry of sys.path,
+    the random generators, decimal, a working directory inside the workdir); what none
+    chose is the importing server's: its workdir is where the imported state's cells run."""
+    there, here = tmp_path / "there", tmp_path / "here"
+    for workdir in (there, here):
+        (workdir / "data").mkdir(parents=True)
+    kernel = SnapshotKernel(workdir=str(there))
+    importer = SnapshotKernel(workdir=str(here))
+    ok(kernel, "import os, sys, random, decimal", new_state_name="plain")
+    ok(kernel, "os.chdir('data')\nos.environ['SK_MOVED'] = 'there'\n"
+               "sys.path.append('/sk-there')\nrandom.seed(5)\ndecimal.getcontext().prec = 3",
+       "plain", new_state_name="set")
+    for name in ("plain", "set"):
+        writer, _ = kernel.export_state(name)
+        importer.import_state(name, io.BytesIO(b"".join(writer.chunks())))
     probe = "print(random.random(), decimal.Decimal(1) / 7)"
-    assert printed(imported, probe, "moved") == printed(kernel, probe, "set")
-    here = "print(os.getcwd(), os.environ.get('SK_MOVED'), '/sk-there' in sys.path)"
-    assert printed(imported, here, "moved") == printed(imported, "import os, sys\n" + here,
-                                                        "initial")
+    assert printed(importer, probe, "set") == printed(kernel, probe, "set")
+    chosen = "print(os.getcwd(), os.environ.get('SK_MOVED'), '/sk-there' in sys.path)"
+    assert printed(importer, chosen, "set") == f"{here / 'data'} there True\n"
+    assert printed(importer, chosen, "plain") == f"{here} None False\n"
+    importer.close()
     kernel.close()

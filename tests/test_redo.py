@@ -7,6 +7,7 @@ kernel in this process starts on its directory, as the supervisor's next server 
 """
 
 import errno
+import gc
 import json
 import os
 import subprocess
@@ -144,6 +145,29 @@ def test_a_full_disk_fails_the_save_and_stores_nothing(tmp_path, monkeypatch):
     again = SnapshotKernel(state_dir=directory, private_dir=True)
     assert again.state_names() == names
     assert printed(again, "print(y)", "y") == "2\n"
+
+
+def test_a_failed_save_leaves_no_buffer_file_behind(tmp_path, monkeypatch):
+    """A new buffer is written to its blob file as it is stored, before the save; a state
+    that is then not stored must take its files with it, not leave them to the next start."""
+    pytest.importorskip("numpy")
+    directory = str(tmp_path / "states")
+    kernel = SnapshotKernel(state_dir=directory, private_dir=True)
+    monkeypatch.setattr(store, "_LOG_RECORDS", 1)  # every save starts a new log file
+    monkeypatch.setattr(redo.os, "posix_fallocate", _no_space)
+    code = "import numpy as np\nbig = np.ones(300_000)\nrows = np.ones((600, 1000))[:, ::2]"
+    # here: the reply of kernel.execute can come while its cell thread still holds the state
+    assert kernel.execute_here(code, "initial")["error"]["ename"] == "StoreError"
+    gc.collect()
+    assert os.listdir(os.path.join(directory, "blobs")) == []
+    monkeypatch.undo()
+    ok(kernel, code, "initial", new_state_name="kept")
+    assert len(os.listdir(os.path.join(directory, "blobs"))) == 2  # big, and rows' base
+    assert printed(kernel, "print(big.sum(), rows.shape)", "kept") == "300000.0 (600, 500)\n"
+
+
+def _no_space(fd, offset, length):
+    raise OSError(errno.ENOSPC, "No space left on device")
 
 
 def test_a_record_cut_short_ends_the_log_and_the_whole_ones_are_read(tmp_path):

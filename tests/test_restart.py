@@ -31,8 +31,9 @@ class Durable:
         self.state_dir, self.flags = str(state_dir), list(flags)
         self.servers = []
 
-    def start(self):
-        server = Server(TOKEN, ["--state-dir", self.state_dir, *self.flags])
+    def start(self, cwd=None, env=None):
+        """Start a server on the directory, from ``cwd`` with ``env`` added to its environment."""
+        server = Server(TOKEN, ["--state-dir", self.state_dir, *self.flags], cwd=cwd, env=env)
         self.servers.append(server)
         server.wait_until_listening()
         return self
@@ -46,9 +47,9 @@ class Durable:
         self.server.process.send_signal(signal.SIGKILL)
         self.server.process.wait(TIMEOUT)
 
-    def restart(self):
+    def restart(self, cwd=None, env=None):
         self.kill()
-        return self.start()
+        return self.start(cwd, env)
 
     def stop_all(self):
         for server in self.servers:
@@ -338,3 +339,48 @@ def assert_executions_agree_with_states(server, load, states):
         assert run["interrupt_reason"] == "restart", run
         assert exec_id in load.sent and exec_id not in load.acked, run
         assert exec_id not in states, f"{exec_id} stored its state, yet is reported as cut short"
+
+
+# -- a restart elsewhere: what cells chose stays, the rest is the new server's -------------------
+
+CHOSEN = {  # state: (its cell on "base", a probe, what it prints after the restart: {B} is there)
+    "base": ("pass", "print(os.getcwd(), os.environ.get('SK_SERVER'))", "{B} b"),
+    "inside": ("os.makedirs('data', exist_ok=True)\nos.chdir('data')", "print(os.getcwd())",
+               "{B}/data"),
+    "env": ("os.environ['SK_CELL'] = 'chosen'",
+            "print(os.environ.get('SK_CELL'), os.environ.get('SK_SERVER'))", "chosen b"),
+    "path": ("sys.path.append('/sk-cell')",
+             "print([p for p in sys.path if p.startswith('/sk-')], '{A}' in sys.path)",
+             "['/sk-cell'] False"),
+    "warned": ("warnings.simplefilter('error', UserWarning)",
+               "print([f[0] for f in warnings.filters if f[2] is UserWarning][:1])", "['error']"),
+    "umask": ("os.umask(0o077)", "m = os.umask(0o022); os.umask(m); print(oct(m))", "0o77"),
+}
+
+
+def test_a_restart_in_another_directory_keeps_what_cells_chose_and_nothing_else(
+        durable, tmp_path):
+    """The server killed with SIGKILL and started again from another directory, with
+    another environment (a new pod, a deploy): nine checks."""
+    here, there, gone = (tmp_path / name for name in ("a", "b", "gone"))
+    for each in (here, there / "data", gone):
+        each.mkdir(parents=True)
+    first = durable()  # started from the test's directory: restarted below from ``here``
+    first.restart(cwd=str(here), env={"SK_SERVER": "a", "PYTHONPATH": str(here)})
+    first.run("import os, sys, random, warnings", "initial", "base")
+    for name, (cell, _, _) in CHOSEN.items():
+        if name != "base":
+            first.run(cell, "base", name)
+    first.run(f"os.chdir({str(gone)!r})", "base", "elsewhere")
+    first.run("random.seed(3)", "base", "seeded")
+    draws = first.printed("print(random.random())", "seeded")
+    first.restart(cwd=str(there), env={"SK_SERVER": "b"})
+    gone.rmdir()
+    assert set(first.states()) >= {*CHOSEN, "elsewhere", "seeded"}                    # 1
+    for name, (_, probe, expected) in CHOSEN.items():                                # 2-7
+        expected = expected.format(A=here, B=there.resolve())
+        assert first.printed(probe, name) == expected + "\n", name
+    assert first.printed("print(random.random())", "seeded") == draws                # 8
+    reply = first.execute("print('ran')", "elsewhere")                               # 9
+    assert reply["error"]["ename"] == "SettingError" and str(gone) in reply["error"]["evalue"]
+    assert first.printed("print('ran')", "base") == "ran\n"

@@ -4,6 +4,7 @@ Kernel-level tests, no HTTP: each one runs cells the way a user would and
 checks what the user sees.
 """
 
+import gc
 import os
 import re
 import sys
@@ -129,6 +130,20 @@ def test_running_out_of_memory_while_copying_fails_the_cell_and_stores_nothing(k
     assert reply["error"]["ename"] == "MemoryError" and reply["state_name"] is None
     assert "not enough memory to copy 'big'" in reply["error"]["evalue"]
     assert printed(kernel, "print(len(big), Big.fail)", parent) == "1 False\n"
+
+
+def test_the_collector_is_as_cells_leave_it_after_copies_however_they_end(kernel):
+    """Copies run with the cyclic collector off, and switch it on again after: even when
+    an exception escapes the copy, but not where a cell switched it off itself."""
+    stopping = ("import gc\nclass Stop:\n    def __reduce_ex__(self, protocol):\n"
+                "        raise KeyboardInterrupt\nstop = Stop()")
+    assert kernel.execute(stopping, "initial")["error"]["ename"] == "KeyboardInterrupt"
+    assert printed(kernel, "import gc\nprint(gc.isenabled())", "initial") == "True\n"
+    try:
+        off = ok(kernel, "import gc\ngc.disable()\ndata = [[1], {2: [3]}]")["state_name"]
+        assert printed(kernel, "print(gc.isenabled(), data)", off) == "False [[1], {2: [3]}]\n"
+    finally:
+        gc.enable()
 
 
 def test_a_dict_a_thread_keeps_changing_is_stored_as_one_moment(kernel):

@@ -43,12 +43,12 @@ def server_env(token):
 class Server:
     """A running ``python -m snapshot_kernel.main`` and the lines of its stderr."""
 
-    def __init__(self, token, flags=()):
+    def __init__(self, token, flags=(), cwd=None, env=None):
         self.process = subprocess.Popen(
             [sys.executable, "-m", "snapshot_kernel.main", "--bind", "127.0.0.1:0", *flags],
-            env=server_env(token), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace",
-            preexec_fn=_default_sigint)
+            env={**server_env(token), **(env or {})}, cwd=cwd, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+            errors="replace", preexec_fn=_default_sigint)
         self.lines = queue.Queue()
         self.port = None
         threading.Thread(target=self._drain, daemon=True).start()

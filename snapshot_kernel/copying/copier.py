@@ -27,12 +27,15 @@ and in addition
   not a reason to share: MemoryError propagates and fails the cell.
 """
 
+import gc
 import itertools
+import sys
 import threading
+import time
 import types
 import weakref
 
-from . import handlers
+from . import handlers, iterators  # (each registers its handlers)
 from .dispatch import ATOMIC, UNPINNED, Pending, Uncopyable, handler_for, same_contents
 from .covariables import CoVariables
 from .reducing import Reducing
@@ -63,6 +66,28 @@ def copy_names(source, names, target, aliases=(), track=False, replace=(), origi
     Runs user code (``__deepcopy__``, ``__reduce_ex__``, ``__setstate__``,
     ``__init_subclass__``), so call it where user exceptions are handled.
     """
+    return collector_off(_copy_names, source, names, target, aliases, track, replace, origins,
+                         buffers, globals_)
+
+
+def collector_off(function, *args):
+    """``function(*args)`` with Python's cyclic garbage collector off, for work that makes
+    many objects and keeps them (a copy, a pickle's memo, an unpickled state)."""
+    # Woken by every 700 new containers, the collector went through the process's objects
+    # (every state's) again and again: 35-40% of copying a figure. Switched off inside the
+    # try, so an interrupt anywhere after that switches it on again.
+    enabled = gc.isenabled()  # (a cell may have switched it off itself: then it stays off)
+    try:
+        if enabled:
+            gc.disable()
+        return function(*args)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _copy_names(source, names, target, aliases, track, replace, origins, buffers, globals_):
+    """``copy_names``, with the collector off."""
     namespace = target if globals_ is None else globals_
     copier = None  # made on the first value that needs one: most cells touch none
     for name in names:
@@ -77,13 +102,39 @@ def copy_names(source, names, target, aliases=(), track=False, replace=(), origi
             copier = Copier(namespace, aliases, track, replace, origins, buffers)
         copier.label = name
         try:
-            target[name] = copier.copy_or_share(value)
+            target[name] = _copied_at_one_moment(copier, value)
         except MemoryError:
             raise MemoryError(f"not enough memory to copy {name!r}; nothing was "
                               "stored") from None
     if copier is None and track:
         copier = Copier(namespace, aliases, track, replace, origins, buffers)
     return copier or _NOTHING_COPIED
+
+
+def _copied_at_one_moment(copier, value):
+    """``copier.copy_or_share(value)``. A thread the cell started may change a value while
+    its own code (a ``__getstate__`` looping over a dict) copies it: the copy is then made
+    again while this thread keeps the interpreter, long enough for a copy like the one
+    that failed, so that it is of one moment (other threads wait that long at most, or
+    until C code in the copy lets them run, when it may fail again, saying so)."""
+    for attempt in range(_ATTEMPTS):
+        mark, began = len(copier.memo), time.perf_counter()
+        interval = sys.getswitchinterval()
+        if attempt:
+            sys.setswitchinterval(min(_HOLD_SECONDS, max(interval, 4 * took)))
+        try:
+            return copier.copy_or_share(value)
+        except ChangedWhileCopied:
+            if attempt == _ATTEMPTS - 1:
+                raise
+            copier._rollback(mark)
+            took = time.perf_counter() - began
+        finally:
+            sys.setswitchinterval(interval)
+
+
+_ATTEMPTS = 4
+_HOLD_SECONDS = 1.0  # the longest the copying thread keeps the interpreter from others
 
 
 class _NothingCopied:
@@ -209,10 +260,9 @@ class Copier(Reducing):
     def unpin(self):
         """Let go of the copies whose type is unpinned (``register_unpinned``): the memo
         no longer refers to them, though ``made`` still maps their ids to their originals."""
-        if UNPINNED:
-            for key, new in list(self.memo.items()):
-                if type(new) in UNPINNED:
-                    del self.memo[key]
+        if UNPINNED:  # (keys only: a list of every item made the collector run, and run)
+            for key in [key for key, new in self.memo.items() if type(new) in UNPINNED]:
+                del self.memo[key]
 
     def hit(self, key):
         """Bookkeeping for a memo hit: sharing is contagious, and names reaching it group."""
@@ -328,8 +378,8 @@ class Copier(Reducing):
                 self.made[id(new)] = obj
             else:  # storing: a copy identical to the stored object it came from is that object
                 origin = self.origins.get(key, _MISS)
-                if type(origin) is type(new) and same_contents(new, origin):
-                    new, fresh = origin, False
+                if new is origin or type(origin) is type(new) and same_contents(new, origin):
+                    new, fresh = origin, False  # (a handler may find it unchanged itself)
             if self.covariables is not None:
                 self.covariables.copied(key, new, self.label, fresh)
         memo[key] = new

@@ -8,22 +8,24 @@ names must later be copied with one memo, or their aliasing would come apart.
 import sys
 
 
-_PAYLOADS = (str, bytes, int, float)  # immutable items a container holds by value, in effect
+# immutable items a container holds by value, in effect
+_PAYLOADS = frozenset({str, bytes, int, float})
 
 
-_shallow = []  # classes whose __sizeof__ counts what they reference (pandas frames)
+_shallow = ()  # classes whose __sizeof__ counts what they reference (pandas frames)
 
 
 def count_shallow(cls):
     """Count instances of ``cls`` (and subclasses) by their own size: their ``__sizeof__``
     adds the arrays they hold, which the copy counts once already, as arrays."""
-    _shallow.append(cls)
+    global _shallow
+    _shallow = (*_shallow, cls)
 
 
 def sizeof(obj):
     """``sys.getsizeof(obj)``, or 0 if a user ``__sizeof__`` fails."""
     try:
-        if _shallow and isinstance(obj, tuple(_shallow)):
+        if _shallow and isinstance(obj, _shallow):
             return object.__sizeof__(obj)
         return sys.getsizeof(obj)
     except Exception:  # a user __sizeof__ failed: the estimate is only smaller
@@ -32,13 +34,15 @@ def sizeof(obj):
 
 def footprint(obj):
     """The bytes of a new object, with the strings and numbers a list, tuple or dict holds."""
-    size = sizeof(obj)
     kind = type(obj)
-    if kind is list or kind is tuple:
-        size += sum(sys.getsizeof(item) for item in obj if type(item) in _PAYLOADS)
-    elif kind is dict:
-        size += sum(sys.getsizeof(item) for item in obj.values() if type(item) in _PAYLOADS)
-    return size
+    if kind is dict:
+        items = obj.values()
+    elif kind is list or kind is tuple:
+        items = obj
+    else:
+        return sizeof(obj)
+    # (a list, not a generator: this runs for every object a state stores)
+    return sizeof(obj) + sum([sys.getsizeof(item) for item in items if type(item) in _PAYLOADS])
 
 
 class CoVariables:

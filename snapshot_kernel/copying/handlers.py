@@ -26,7 +26,7 @@ _CLASS_SKIP = frozenset({"__dict__", "__weakref__", "_abc_impl"})
 
 
 # -- containers: each element is copied, or shared alone ----------------------------------
-# Each starts from a C-level snapshot (list(obj), list(obj.items())): a thread the cell
+# Each starts from a C-level snapshot (list(obj), dict.copy(obj)): a thread the cell
 # started may be changing the container while it is stored, and the copy must be of one
 # moment, not a mix (or a "changed size during iteration" error).
 
@@ -59,30 +59,31 @@ def _copy_list_rest(copier, new, items, start, pending):
 def copy_dict(copier, obj):
     new = {}
     copier.memo[id(obj)] = new
-    items = list(obj.items())
+    items = iter(dict.copy(obj).items())  # PyDict_Copy runs no Python code: one moment
     attempt = copier.attempt
-    for index, (key, value) in enumerate(items):
+    for key, value in items:
         if type(key) not in ATOMIC:
             key = attempt(key)
             if type(key) is Pending:
-                return _copy_dict_rest(copier, new, items, index, key, Pending)
+                return _copy_dict_rest(copier, new, items, key, value)
         if type(value) not in ATOMIC:
             value = attempt(value)
             if type(value) is Pending:
-                return _copy_dict_rest(copier, new, items, index, key, value)
+                return _copy_dict_rest(copier, new, items, key, value)
         new[key] = value
     return new
 
 
-def _copy_dict_rest(copier, new, items, start, key, value):
-    """Generator: ``copy_dict`` from item ``start`` on, whose key (or value) is pending."""
-    if value is Pending:
-        key, value = (yield key), items[start][1]
+def _copy_dict_rest(copier, new, items, key, value):
+    """Generator: ``copy_dict`` from the item whose key (or else value) is pending on,
+    then the rest of ``items``."""
+    if type(key) is Pending:
+        key = yield key
         if type(value) not in ATOMIC:
             value = copier.attempt(value)
     new[key] = (yield value) if type(value) is Pending else value
     attempt = copier.attempt
-    for key, value in itertools.islice(items, start + 1, None):
+    for key, value in items:
         if type(key) not in ATOMIC:
             key = attempt(key)
             if type(key) is Pending:
@@ -373,3 +374,6 @@ for _cls, _handler in [
         (weakref.WeakKeyDictionary, copy_weak_key_dict), (weakref.WeakSet, copy_weak_set),
         (functools._lru_cache_wrapper, copy_lru_cache), (memoryview, copy_memoryview)]:
     register(_cls, _handler)
+# A module of a class of its own (a lazy module, or one whose attribute is held per cell)
+# is a module all the same: shared by design, as ATOMIC has plain ones.
+register(types.ModuleType, lambda copier, module: module, subclasses=True)

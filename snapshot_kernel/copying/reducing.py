@@ -23,7 +23,23 @@ class Reducing:
         rv = reducer(obj) if reducer is not None else obj.__reduce_ex__(4)
         if isinstance(rv, str):
             return obj  # a global looked up by name: the same object
+        if _plain(obj, rv):
+            return self._plain_instance(obj, rv[2] if len(rv) > 2 else None)
         return self.reconstruct(obj, *rv)
+
+    def _plain_instance(self, obj, state):
+        """Generator: ``reconstruct`` for a reduce value that ``_plain`` accepts, without
+        copying the class and ``copyreg.__newobj__`` it holds (each a round of the walk)."""
+        cls = type(obj)
+        new = cls.__new__(cls)
+        self.memo[id(obj)] = new
+        if state is not None:
+            self.inside_object += 1
+            try:
+                _set_state(new, (yield state))
+            finally:
+                self.inside_object -= 1
+        return new
 
     def foreign_deepcopy(self, obj, deep):
         """Generator: call ``obj``'s own ``__deepcopy__`` with the memo. Functions and
@@ -63,6 +79,17 @@ class Reducing:
         return new
 
 
+def _plain(obj, rv):
+    """True if the reduce value ``rv`` makes a bare instance of ``obj``'s class, a library's,
+    then gives it a state: what most objects reduce to."""
+    return (rv[0] is _NEWOBJ and len(rv[1]) == 1 and rv[1][0] is type(obj)
+            and (len(rv) < 4 or rv[3] is None) and (len(rv) < 5 or rv[4] is None)
+            and type(obj).__module__ != "__main__")
+
+
+_NEWOBJ = copyreg.__newobj__
+
+
 def _set_state(new, state):
     """Apply a reduce ``state`` the way ``copy._reconstruct`` does."""
     setstate = _special(new, "__setstate__")
@@ -83,6 +110,7 @@ def _special(obj, name):
     looked up on the type, as Python does, not on the object as ``copy`` does: a
     ``__getattr__`` that hands out another object's attributes (``np.lib.Arrayterator``)
     would make the copy of a wrapper a copy of what it wraps."""
-    if any(name in vars(base) for base in type(obj).__mro__):
-        return getattr(obj, name)
+    for base in type(obj).__mro__:  # (a loop: a generator costs more than the lookups)
+        if name in base.__dict__:
+            return getattr(obj, name)
     return None

@@ -107,6 +107,11 @@ def running_note(report):
     """One line on an execution still running: how long, its progress, its checkpoints."""
     line = (f"exec_id {report['exec_id']!r} ({report['status']}): {report['elapsed']:.1f} s "
             f"on {report['state_name']!r}")
+    waiting = report.get("waiting")
+    if waiting:
+        line += (f"; waits for {', '.join(map(repr, waiting['for']))}, whose process-wide "
+                 f"settings differ ({'; '.join(waiting['settings'])}); its timeout has not "
+                 "started")
     return line + "".join(f"; {part}" for part in _progress_parts(report))
 
 

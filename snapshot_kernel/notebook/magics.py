@@ -113,10 +113,13 @@ def _scan(line, quote, depth):
 
 @functools.lru_cache(maxsize=None)
 def _ipython_manager_class():
+    limit = sys.getrecursionlimit()
     try:
         from IPython.core.inputtransformer2 import TransformerManager
     except ImportError:  # IPython is optional: the own translator does the same job
         return None
+    finally:  # IPython imports jedi, which raises it for the whole process: not ours to
+        sys.setrecursionlimit(limit)  # change, and no state's either
     return TransformerManager
 
 

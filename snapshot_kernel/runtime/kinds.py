@@ -1,60 +1,109 @@
 """The settings outside a namespace that follow a state: one small entry per kind.
 
-Each kind reads the process's (or, for ``THREAD`` kinds, the running thread's)
-current value as something ``==`` compares and pickle saves, and writes such a
-value back. ``same(value)`` answers whether the current value still equals
-``value`` more cheaply than ``read`` where a read costs (``rcParams``). A
-library's kinds count only once the library is imported; a state saved
-before that is given the library's defaults (``fresh``), as a fresh process
-that imports it would have them.
+Each kind is held one of three ways (``Kind.holding``):
+
+- ``HELD``: per cell. A cell reaches its own value through hooks that make a
+  process-wide setting per thread (``environ``, ``lists``, ``logs``, ``options``,
+  ``generators``, ``fs``); ``enter`` gives the cell its state's value, ``leave``
+  returns the state's new one (the very same object where the cell changed nothing).
+  A state's value is what its cells changed, absent where they changed nothing, so a
+  state follows the server it runs on.
+- ``THREAD``: the library keeps it per thread or in the ``contextvars`` context
+  (``decimal``, numpy's print and error options, scikit-learn's config): written in
+  the cell's thread (unless the context carries it) and read back.
+- ``PROCESS``: one per process and no hook can make it per cell (module attributes,
+  the recursion limit, torch's generator ...): the ``Gate`` lets two cells run at once
+  only if their values can share the process (``apart``).
+
+A library's kinds count once the library is imported (``library``).
 """
 
 import contextlib
 import contextvars
-import ctypes
 import decimal
-import os
-import random
-import socket
 import sys
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from . import logs, mocks, monkeypatches
+from . import (environ, fs, generators, held, limits, lists, logs, mocks, monkeypatches, options,
+               rcparams)
+from .held import imported
 
-PROCESS, THREAD = "process", "thread"  # process-wide, or the cell thread's own
+HELD, THREAD, PROCESS = "held", "thread", "process"
+
+
+class _Nothing:
+    """The claim of a state on a library's process-wide kind it never imported."""
+
+    def __repr__(self):
+        return "NOTHING"
+
+
+NOTHING = _Nothing()
+
+
+def _differ(a, b):
+    return a is not b and a != b
 
 
 @dataclass(frozen=True)
 class Kind:
     name: str
-    read: Callable[[], Any]
-    write: Callable[[Any], None]
-    scope: str = PROCESS
-    library: Optional[str] = None      # counts once sys.modules has it
+    holding: str = PROCESS
+    library: Optional[str] = None  # counts once sys.modules has it
+    # THREAD and PROCESS kinds: the current value, and writing one back
+    read: Optional[Callable[[], Any]] = None
+    write: Optional[Callable[[Any], None]] = None
+    same: Optional[Callable[[Any], bool]] = None  # read() == value, where reading costs
     fresh: Optional[Callable[[], Any]] = None  # the value a fresh import gives
-    same: Optional[Callable[[Any], bool]] = None
-    carried: Callable[[], bool] = lambda: False  # kept in a context variable: a state's
-    # context carries it from cell to cell, so it is read and written only to save it
-    alone: Optional[Callable[[Any], bool]] = None  # true of a value whose cells run alone
+    carried: Callable[[], bool] = lambda: False  # a THREAD kind kept in a context variable
+    # PROCESS kinds: the value of a state whose cells never changed it (NOTHING: it
+    # claims nothing), and why two cells' values cannot share the process (None: they can)
+    baseline: Callable[[], Any] = lambda: NOTHING
+    apart: Optional[Callable[[Any, Any], Optional[str]]] = None
+    # HELD kinds: the cell's thread takes its state's value; the state's new value after
+    # (a THREAD kind's enter prepares its library for a cell, given nothing)
+    enter: Optional[Callable[[Any, Any], None]] = None
+    leave: Optional[Callable[[Any, Any], Any]] = None
+    first: Optional[Callable[[Any, Any], Any]] = None  # after the cell that imported it
+    release: Optional[Callable[[Any], None]] = None  # the cell is over (after leave)
+    lazy: Optional[bool] = None  # leave returns the value unless the cell made a working
+    # copy (Held.working has the kind's name); by default, for kinds with no enter
+    per_thread: Optional[Callable[[], bool]] = None  # False: the gate keeps cells apart
+    resolved: Callable[[Any, Any], Any] = lambda value, server: value  # for the gate
+
+    def __post_init__(self):
+        if self.lazy is None:
+            object.__setattr__(self, "lazy", self.enter is None)
 
     def active(self):
-        return self.library is None or self.library in sys.modules
+        return self.library is None or imported(self.library)
 
     def unchanged(self, value):
         return self.same(value) if self.same is not None else self.read() == value
 
+    def why_apart(self, a, b):
+        """Why cells holding values ``a`` and ``b`` cannot run at once, or None."""
+        if self.apart is not None:
+            return self.apart(a, b)
+        if a is NOTHING or b is NOTHING or not _differ(a, b):
+            return None
+        return self.name
+
+
+
 
 KINDS = []
-SCOPES = {PROCESS: [], THREAD: []}  # the kinds of each scope, in order
+KINDS_BY_NAME = {}
+SCOPES = {HELD: [], THREAD: [], PROCESS: []}  # the kinds of each holding, in order
 
 
-def kind(name, read, write, **options):
+def kind(name, **options_):
     """Register a kind of setting (see ``Kind``)."""
-    made = Kind(name, read, write, **options)
+    made = Kind(name, **options_)
     KINDS.append(made)
-    SCOPES[made.scope].append(made)
+    KINDS_BY_NAME[name] = made
+    SCOPES[made.holding].append(made)
 
 
 _carried = {}  # kind name -> carried(), once its library is imported (it cannot change)
@@ -68,37 +117,32 @@ def carried(each):
     return found
 
 
-# -- the standard library ------------------------------------------------------------------
+# -- held per cell -------------------------------------------------------------------------
 
-def _read_environ():
-    """The environment as os.environ keeps it (encoded): 0.4 µs to compare, where the
-    decoded ``dict(os.environ)`` takes 20."""
-    return dict(os.environ._data)
-
-
-def _write_environ(target):
-    decode = os.environ.decodevalue
-    for key in [key for key in os.environ._data if key not in target]:
-        del os.environ[os.environ.decodekey(key)]  # unsetenv too: subprocesses inherit it
-    for key, value in target.items():
-        if os.environ._data.get(key) != value:
-            os.environ[os.environ.decodekey(key)] = decode(value)
-
-
-def _read_umask():
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _write_path(target):
-    sys.path[:] = target
+kind("cwd", holding=HELD, enter=fs.enter_cwd, leave=fs.leave_cwd, release=fs.release_cwd,
+     per_thread=fs.available, resolved=fs.path_of)
+kind("umask", holding=HELD, enter=fs.enter_umask, leave=fs.leave_umask,
+     release=fs.release_umask, per_thread=fs.available,
+     resolved=lambda value, server: server.umask if value is None else value)
+kind(environ.NAME, holding=HELD, leave=environ.leave)
+kind(lists.PATH.name, holding=HELD, leave=lists.PATH.leave)
+kind(lists.FILTERS.name, holding=HELD, leave=lists.FILTERS.leave)
+kind(logs.NAME, holding=HELD, leave=logs.leave_levels)
+kind(logs.HANDLERS, holding=HELD, leave=logs.leave_handlers)
+for _generators in (generators.RANDOM, generators.NUMPY):
+    kind(_generators.name, holding=HELD, library=_generators.library,
+         enter=_generators.enter, leave=_generators.leave, release=_generators.release,
+         first=_generators.late)
+kind(options.NAME, holding=HELD, library="pandas", leave=options.leave, first=options.first)
+kind(rcparams.NAME, holding=HELD, library="matplotlib", enter=rcparams.enter,
+     leave=rcparams.leave, first=rcparams.first, per_thread=rcparams.per_thread,
+     resolved=rcparams.resolved)
+for _number in (limits.RECURSION_LIMIT, limits.SOCKET_TIMEOUT):
+    kind(_number.name, holding=HELD, enter=getattr(_number, "enter", None), leave=_number.leave,
+         release=getattr(_number, "release", None), lazy=True)
 
 
-def _write_filters(target):
-    warnings.filters[:] = target
-    warnings._filters_mutated()  # so cached "once"/"default" decisions are made again
-
+# -- per thread or context, by the library --------------------------------------------------
 
 def _read_decimal():
     context = decimal.getcontext()
@@ -115,199 +159,58 @@ def _write_decimal(target):
                                        [signals[name] for name in traps]))
 
 
-kind("cwd", os.getcwd, os.chdir)
-kind("environ", _read_environ, _write_environ,
-     same=lambda value: os.environ._data == value)
-kind("sys.path", lambda: list(sys.path), _write_path, same=lambda value: sys.path == value)
-def _random_words():
-    """The Mersenne Twister state of ``random``'s generator, read from its C struct
-    (``int index; uint32_t state[624]`` after the object header): 0.1 µs, where
-    ``getstate()`` takes 10. The layout is checked once (``_random_layout_known``)."""
-    generator = random._inst
-    if _words[0] is not generator:  # a cell may put another generator there
-        _words[:] = generator, (ctypes.c_char * _RANDOM_BYTES).from_address(
-            id(generator) + _RANDOM_OFFSET)
-    return _words[1].raw  # a copy: no foreign call, which ctypes.string_at would be
-
-
-_RANDOM_OFFSET = 2 * ctypes.sizeof(ctypes.c_void_p)  # past the reference count and type
-_RANDOM_BYTES = 4 + 624 * 4
-_words = [None, None]  # the generator read, and its words as a ctypes array (holds it alive)
-
-
-def _random_layout_known():
-    state = random.getstate()[1]
-    words = _random_words()
-    return list(state) == [int.from_bytes(words[i + 4:i + 8], sys.byteorder)
-                           for i in range(0, 624 * 4, 4)] + \
-        [int.from_bytes(words[:4], sys.byteorder, signed=True)]
-
-
-def _read_random():
-    return random.getstate(), _random_words()
-
-
-def _same_random(value):
-    return value[1] == _random_words() and random._inst.gauss_next == value[0][2]
-
-
-if _random_layout_known():
-    kind("random", _read_random, lambda target: random.setstate(target[0]), same=_same_random)
-else:  # another interpreter's layout: the slower comparison
-    kind("random", random.getstate, random.setstate)
-kind("recursionlimit", sys.getrecursionlimit, sys.setrecursionlimit)
-kind("socket.timeout", socket.getdefaulttimeout, socket.setdefaulttimeout)
-kind("umask", _read_umask, os.umask)
-kind("warnings", lambda: list(warnings.filters), _write_filters)
-kind("logging", logs.read_levels, logs.write_levels, same=logs.same_levels)
-kind("logging.root handlers", logs.read_root_handlers, logs.write_root_handlers,
-     same=logs.same_root_handlers)
-kind("decimal", _read_decimal, _write_decimal, scope=THREAD, carried=lambda: True)
-kind("module attributes", monkeypatches.read, monkeypatches.write, same=monkeypatches.same,
-     fresh=lambda: monkeypatches.NONE, alone=monkeypatches.Patches.alone)
-kind("unittest.mock", mocks.read, mocks.write, library="unittest.mock", same=mocks.same,
-     fresh=lambda: mocks.NONE)
-
-
-# -- numpy -------------------------------------------------------------------------------
-
 def _numpy():
     return sys.modules["numpy"]
 
 
-def _legacy_generator():
-    return _numpy().random.mtrand._rand
-
-
-def _mt_words():
-    """The raw Mersenne Twister words of numpy's global RandomState: 1 µs to read,
-    where ``get_state`` takes 35."""
-    state = _legacy_generator()._bit_generator.ctypes.state_address
-    return ctypes.string_at(state, 624 * 4 + 4)
-
-
-def _read_numpy_random():
-    name, keys, pos, has_gauss, gauss = _legacy_generator().get_state(legacy=True)
-    return name, keys.tobytes(), pos, has_gauss, gauss, _mt_words()
-
-
-def _write_numpy_random(target):
-    name, keys, pos, has_gauss, gauss, _ = target
-    np = _numpy()
-    _legacy_generator().set_state((name, np.frombuffer(keys, dtype=np.uint32), pos,
-                                   has_gauss, gauss))
-
-
-def _fresh_numpy_random():
-    _legacy_generator().seed()  # from the OS's entropy, as a fresh import seeds it
-    return _read_numpy_random()
-
-
-kind("numpy.random", _read_numpy_random, _write_numpy_random, library="numpy",
-     fresh=_fresh_numpy_random, same=lambda value: value[5] == _mt_words())
 def _in_context_variable(module, name):
     """True if numpy keeps a setting in a context variable (print options from 2.1 on)."""
     return isinstance(getattr(sys.modules.get(module), name, None), contextvars.ContextVar)
 
 
-kind("numpy.printoptions", lambda: _numpy().get_printoptions(),
-     lambda target: _numpy().set_printoptions(**target), scope=THREAD, library="numpy",
-     carried=lambda: _in_context_variable("numpy._core.printoptions", "format_options"))
-kind("numpy.errstate", lambda: _numpy().geterr(), lambda target: _numpy().seterr(**target),
-     scope=THREAD, library="numpy",
+kind("decimal", holding=THREAD, read=_read_decimal, write=_write_decimal, carried=lambda: True)
+def _hold_print_options(held, value):
+    """numpy before 2.1 keeps its print options in a module dict: held per cell."""
+    if not carried(KINDS_BY_NAME["numpy.printoptions"]):
+        for name in ("numpy._core.arrayprint", "numpy.core.arrayprint"):
+            module = sys.modules.get(name)
+            if module is not None:
+                lists.hold_dict(module, "_format_options", "numpy.printoptions")
+
+
+kind("numpy.printoptions", holding=THREAD, library="numpy",
+     read=lambda: _numpy().get_printoptions(),
+     write=lambda target: _numpy().set_printoptions(**target),
+     carried=lambda: _in_context_variable("numpy._core.printoptions", "format_options"),
+     enter=_hold_print_options)
+kind("numpy.errstate", holding=THREAD, library="numpy", read=lambda: _numpy().geterr(),
+     write=lambda target: _numpy().seterr(**target),
      carried=lambda: _in_context_variable("numpy._core._ufunc_config", "_extobj_contextvar"))
+kind("sklearn.config", holding=THREAD, library="sklearn",
+     read=lambda: sys.modules["sklearn"].get_config(),
+     write=lambda target: sys.modules["sklearn"].set_config(**target))
 
 
-# -- pandas, matplotlib, scikit-learn, torch ---------------------------------------------------
+# -- one per process: cells whose values differ take turns ----------------------------------
 
-def _pandas_config():
-    return sys.modules["pandas"]._config.config
-
-
-def _flat(tree, prefix=""):
-    flat = {}
-    for key, value in tree.items():
-        if type(value) is dict:
-            flat.update(_flat(value, f"{prefix}{key}."))
-        else:
-            flat[prefix + key] = value
-    return flat
+def _apart_patches(a, b):
+    """Module attributes: apart where they differ, or where either holds a function of a
+    cell (which reads the globals of one cell at a time)."""
+    places = set()
+    for value in (a, b):
+        if value is not NOTHING and value.alone():
+            places.update(monkeypatches.describe(value, cells_only=True))
+    if a is not b and a != b:
+        places.update(monkeypatches.differing(a, b))
+    return f"module attributes: {', '.join(sorted(places))}" if places else None
 
 
-def _write_pandas(target):
-    config = _pandas_config()
-    current = _flat(config._global_config)
-    for key, value in _flat(target).items():
-        if key in current and current[key] != value:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # deprecated options still take a value
-                config.set_option(key, value)
-
-
-def _fresh_pandas():
-    config = _pandas_config()
-    return _unflat({key: option.defval for key, option in config._registered_options.items()})
-
-
-def _unflat(flat):
-    tree = {}
-    for key, value in flat.items():
-        *path, leaf = key.split(".")
-        node = tree
-        for part in path:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return tree
-
-
-def _copy_tree(tree):
-    return {key: _copy_tree(value) if type(value) is dict else value
-            for key, value in tree.items()}
-
-
-kind("pandas.options", lambda: _copy_tree(_pandas_config()._global_config), _write_pandas,
-     library="pandas", fresh=_fresh_pandas,
-     same=lambda value: _pandas_config()._global_config == value)
-
-_NOT_FOLLOWED_RC = ("backend",)  # the server chose it: cells may switch, states don't carry it
-
-
-def _rc():
-    return sys.modules["matplotlib"].rcParams
-
-
-def _read_rc():
-    return dict.copy(_rc())
-
-
-def _same_rc(value):
-    params = _rc()
-    if dict.__eq__(params, value):  # 3 µs; the same but for the backend, 30 µs
-        return True
-    return len(params) - len(value) <= len(_NOT_FOLLOWED_RC) and all(
-        dict.__getitem__(params, key) == wanted for key, wanted in value.items()
-        if key not in _NOT_FOLLOWED_RC)
-
-
-def _write_rc(target):
-    params = _rc()
-    for key in _NOT_FOLLOWED_RC:
-        target = {**target, key: dict.__getitem__(params, key)}
-    dict.update(params, target)  # validated when they were set
-
-
-def _fresh_rc():
-    params = dict(sys.modules["matplotlib"].rcParamsOrig)
-    for key in _NOT_FOLLOWED_RC:
-        params.pop(key, None)
-    return params
-
-
-kind("matplotlib.rcParams", _read_rc, _write_rc, library="matplotlib", fresh=_fresh_rc,
-     same=_same_rc)
-kind("sklearn.config", lambda: sys.modules["sklearn"].get_config(),
-     lambda target: sys.modules["sklearn"].set_config(**target), scope=THREAD,
-     library="sklearn")
+kind("module attributes", read=monkeypatches.read, write=monkeypatches.write,
+     same=monkeypatches.same, fresh=lambda: monkeypatches.NONE,
+     baseline=lambda: monkeypatches.NONE, apart=_apart_patches)
+kind("unittest.mock", library="unittest.mock", read=mocks.read, write=mocks.write,
+     same=mocks.same, fresh=lambda: mocks.NONE, baseline=lambda: mocks.NONE,
+     apart=lambda a, b: None if not _differ(a, b) else "unittest.mock: the patches started")
 
 
 def _torch_state():
@@ -324,17 +227,35 @@ def _fresh_torch():
     return _torch_state()
 
 
-kind("torch.random", _torch_state, _write_torch, library="torch", fresh=_fresh_torch)
-
+kind("torch.random", library="torch", read=_torch_state, write=_write_torch, fresh=_fresh_torch,
+     apart=lambda a, b: None if a is NOTHING or b is NOTHING else
+     "torch.random: both draw from torch's one global generator")
 
 _LIBRARY_FAILURES = (AttributeError, TypeError, ValueError, KeyError, ImportError)
 
 
-def read_all(scope):
-    """``{name: value}`` of the active kinds of ``scope``, each read as it is now."""
+def read_all(holding):
+    """``{name: value}`` of the active kinds of ``holding`` (THREAD or PROCESS), each read
+    as it is now."""
     values = {}
-    for each in KINDS:
-        if each.scope == scope and each.active():
+    for each in SCOPES[holding]:
+        if each.active():
             with contextlib.suppress(*_LIBRARY_FAILURES):  # a library half torn down
                 values[each.name] = each.read()
     return values
+
+
+def install(inherited):
+    """Put every hook that holds settings per cell in place; idempotent."""
+    held.install(inherited)
+    if generators.adopt not in held.ADOPTED:
+        held.ADOPTED.append(generators.adopt)
+    environ.install()
+    fs.install()
+    lists.install()
+    limits.install()
+    logs.install()
+    generators.install()
+    options.install()
+    rcparams.install()
+

@@ -1,68 +1,143 @@
-"""The ``logging`` settings that follow a state (``kinds``): the loggers' levels and
-``logging.disable``, and the root logger's handlers (``logging.basicConfig``)."""
+"""The ``logging`` settings held per cell: loggers' levels and ``logging.disable``
+(kind ``logging``), and the root logger's handlers (``logging.basicConfig``).
+
+``Logger.level``, ``Logger._cache``, ``Manager.disable`` and ``RootLogger.handlers``
+become properties. In a thread holding a cell's settings they read the cell's: the
+levels its state set (and the cell sets) over the process's, with caches of its own
+where those differ; the root's handlers as its state has them. Elsewhere, and for a
+logger being made, they are the instance's own, as before.
+
+A state's levels are None (the server's) or ``({logger name: level}, disable or
+None)``, only what its cells set; its root handlers None (the server's) or a
+``RootHandlers``.
+"""
 
 import logging
 import sys
 
+from .held import current
 from .identity import SameObjects
 
-
-def read_levels():
-    manager = logging.root.manager
-    levels = {name: each.level for name, each in list(manager.loggerDict.items())
-              if isinstance(each, logging.Logger)}
-    return levels, logging.root.level, manager.disable
+NAME, HANDLERS = "logging", "logging.root handlers"
+_CACHES = "logging caches"  # in Held.working: the cell's isEnabledFor caches, by logger
 
 
-def _same_levels(value):
-    """Loggers made since ``value`` was read count as unchanged at a fresh logger's level.
-    Levels change through ``Manager._clear_cache``: while it was not called, nothing did."""
-    if (_logging_changes[0], value) == _logging_checked.get(id(value), (None, None)):
-        return True
-    levels, root, disabled = value
-    manager = logging.root.manager
-    return root == logging.root.level and disabled == manager.disable and all(
-        each.level == levels.get(name, logging.NOTSET)
-        for name, each in list(manager.loggerDict.items()) if isinstance(each, logging.Logger))
+def _writable(held):
+    working = held.working.get(NAME)
+    if working is None:
+        value = held.values.get(NAME)
+        working = held.working[NAME] = [dict(value[0]), value[1]] if value else [{}, None]
+    return working
 
 
-_logging_changes = [0]  # calls of Manager._clear_cache: setLevel, disable, new loggers
-_logging_checked = {}   # id(a value found unchanged) -> the count it was found at
+def _get_level(logger):
+    held = current()
+    if held is not None:
+        found = held.value_of(NAME)
+        if found is not None:
+            level = found[0].get(logger.name)
+            if level is not None:
+                return level
+    return vars(logger).get("level", logging.NOTSET)
 
 
-def _counting(clear_cache):
-    def clear_cache_counted(self):
-        _logging_changes[0] += 1
-        return clear_cache(self)
-    clear_cache_counted._snapshot_kernel = True
-    return clear_cache_counted
+def _set_level(logger, level):
+    held = current()
+    if held is None or "level" not in vars(logger):  # no cell, or the logger being made
+        vars(logger)["level"] = level
+    else:
+        _writable(held)[0][logger.name] = level
 
 
-if not getattr(logging.Manager._clear_cache, "_snapshot_kernel", False):
-    logging.Manager._clear_cache = _counting(logging.Manager._clear_cache)
+def _get_cache(logger):
+    held = current()
+    if held is None or held.value_of(NAME) is None:
+        return vars(logger)["_cache"]
+    caches = held.working.get(_CACHES)
+    if caches is None:
+        caches = held.working[_CACHES] = {}
+    cache = caches.get(logger)
+    if cache is None:
+        cache = caches[logger] = {}
+    return cache
 
 
-def same_levels(value):
-    count = _logging_changes[0]
-    same = _same_levels(value)
-    if same:
-        if len(_logging_checked) > 64:
-            _logging_checked.clear()
-        _logging_checked[id(value)] = (count, value)  # kept: its id is not reused
-    return same
+def _set_cache(logger, cache):
+    held = current()
+    if held is None or "_cache" not in vars(logger) or held.value_of(NAME) is None:
+        vars(logger)["_cache"] = cache
+    else:
+        held.working.setdefault(_CACHES, {})[logger] = cache
 
 
-def write_levels(target):
-    levels, root, disabled = target
-    manager = logging.root.manager
-    for name, each in list(manager.loggerDict.items()):
-        wanted = levels.get(name, logging.NOTSET)  # made later: a fresh logger's level
-        if isinstance(each, logging.Logger) and each.level != wanted:
-            each.setLevel(wanted)  # setLevel clears every logger's cache: only if needed
-    if logging.root.level != root:
-        logging.root.setLevel(root)
-    if manager.disable != disabled:
-        logging.disable(disabled)
+def _get_disable(manager):
+    held = current()
+    if held is not None:
+        found = held.value_of(NAME)
+        if found is not None and found[1] is not None:
+            return found[1]
+    return vars(manager).get("disable", 0)
+
+
+def _set_disable(manager, level):
+    held = current()
+    if held is None or "disable" not in vars(manager):
+        vars(manager)["disable"] = level
+    else:
+        _writable(held)[1] = level
+
+
+def _process_level(name):
+    logger = logging.root if name == logging.root.name else \
+        logging.root.manager.loggerDict.get(name)
+    return vars(logger).get("level", logging.NOTSET) if isinstance(logger, logging.Logger) \
+        else logging.NOTSET
+
+
+def leave_levels(held, value):
+    """The state's new levels: ``value`` itself unless the cell changed them."""
+    working = held.working.get(NAME)
+    if working is None:
+        return value
+    levels = {name: level for name, level in working[0].items()
+              if level != _process_level(name)}
+    disable = working[1]
+    if disable == vars(logging.root.manager).get("disable", 0):
+        disable = None
+    now = (levels, disable) if levels or disable is not None else None
+    return value if now == value else now
+
+
+# -- the root logger's handlers ----------------------------------------------------------
+
+def _get_handlers(root):
+    held = current()
+    if held is None:
+        return vars(root)["handlers"]
+    working = held.working.get(HANDLERS)
+    if working is None:
+        value = held.values.get(HANDLERS)
+        working = held.working[HANDLERS] = list(
+            vars(root)["handlers"] if value is None else value.objects)
+    return working
+
+
+def _set_handlers(root, handlers):
+    held = current()
+    if held is None or "handlers" not in vars(root):
+        vars(root)["handlers"] = handlers
+    else:
+        held.working[HANDLERS] = handlers
+
+
+def leave_handlers(held, value):
+    """The state's new root handlers: ``value`` itself unless the cell changed them."""
+    working = held.working.get(HANDLERS)
+    if working is None or (value is not None and value.holds(working)):
+        return value
+    if SameObjects(vars(logging.root)["handlers"]).holds(working):
+        return None
+    return RootHandlers(working)
 
 
 class RootHandlers(SameObjects):
@@ -112,13 +187,11 @@ def _handlers_made(recipes):
     return RootHandlers(handlers)
 
 
-def read_root_handlers():
-    return RootHandlers(logging.root.handlers)
-
-
-def same_root_handlers(value):
-    return value.holds(logging.root.handlers)
-
-
-def write_root_handlers(target):
-    logging.root.handlers[:] = target.objects
+def install():
+    """Hold the settings per cell (see the module's docstring); idempotent."""
+    if isinstance(vars(logging.Logger).get("level"), property):
+        return
+    logging.Logger.level = property(_get_level, _set_level)
+    logging.Logger._cache = property(_get_cache, _set_cache)
+    logging.Manager.disable = property(_get_disable, _set_disable)
+    logging.RootLogger.handlers = property(_get_handlers, _set_handlers)

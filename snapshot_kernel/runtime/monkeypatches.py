@@ -170,6 +170,59 @@ class Patches:
         return (_unpickled, (tuple(kept),))
 
 
+def place_name(place):
+    """How a user writes ``place``: ``json.dumps``, ``pandas.DataFrame.total``,
+    ``sys.modules['name']``."""
+    owner, name = place
+    if owner == MODULES:
+        return f"sys.modules[{name!r}]"
+    return f"{owner.replace(':', '.')}.{name}"
+
+
+def describe(patches, cells_only=False):
+    """The names of the places ``patches`` holds (those holding a cell's function)."""
+    return [place_name(place) for place, value in patches.values.items()
+            if not cells_only or cellfunctions.alone((value,))]
+
+
+def may_patch(found, lookup):
+    """The names of the places among ``found`` (a cell's ``patchsites.targets``) that are,
+    or on a first import will be, attributes of modules or of their classes, ``lookup``
+    giving the cell's state's names (``watch``'s): a cell that may patch them runs alone."""
+    names = set()
+    for chain, name in found:
+        if chain[-1] == "[]":
+            names.add(f"sys.modules[{name!r}]")
+            continue
+        try:
+            owner = places.resolve(chain, lookup)
+        except Exception:  # noqa: BLE001 - a metaclass's __module__ raised: not a place
+            continue
+        if owner is ABSENT:
+            if chain[0].partition(" ")[0] in ("import", "from", "dotted"):
+                names.add(".".join((_head_name(chain[0]),) + chain[1:] + (name,)))
+            continue
+        place = places.place_of(owner, name)
+        if place is not None:
+            names.add(place_name(place))
+    return sorted(names)
+
+
+def _head_name(head):
+    kind, _, rest = head.partition(" ")
+    if kind == "from":
+        package, _, name = rest.partition(" import ")
+        return f"{package}.{name}"
+    return rest
+
+
+def differing(a, b):
+    """The names of the places where ``a`` and ``b`` (Patches, or None) hold other values."""
+    mine, theirs = (a.values if a else {}), (b.values if b else {})
+    return [place_name(place) for place in set(mine) | set(theirs)
+            if mine.get(place, ABSENT) is not theirs.get(place, ABSENT)]
+
+
 class _ByName(pickle.Pickler):
     """Refuses what only this process's cells can name."""
 

@@ -10,8 +10,9 @@
   backend draws it), with its size in the metadata.
 
 ``install()`` patches matplotlib only once it is imported (a post-import hook
-waits for it), so matplotlib stays optional. The server sets ``MPLBACKEND=Agg``
-unless the environment names a backend.
+waits for it), so matplotlib stays optional. It draws with Agg unless the environment
+names a backend (``MPLBACKEND``), chosen as matplotlib is imported: the process's
+environment is not changed (the server's host may be a test run that goes on).
 """
 
 import collections
@@ -128,8 +129,14 @@ def _register_figure(module):
     display.register_formatter(module.Figure, figure_bundle)
 
 
-_HOOKS = {"matplotlib._pylab_helpers": _patch_gcf, "matplotlib.pyplot": _patch_pyplot,
-          "matplotlib.figure": _register_figure}
+def _choose_agg(module):
+    """What ``MPLBACKEND=Agg`` would do, unless the environment names a backend."""
+    if "MPLBACKEND" not in os.environ:
+        module.rcParams["backend"] = "agg"
+
+
+_HOOKS = {"matplotlib": _choose_agg, "matplotlib._pylab_helpers": _patch_gcf,
+          "matplotlib.pyplot": _patch_pyplot, "matplotlib.figure": _register_figure}
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -151,7 +158,6 @@ def _run_hook(name, module):
 
 def install():
     """Patch matplotlib now if it is imported, else when it is; idempotent."""
-    os.environ.setdefault("MPLBACKEND", "Agg")
     with _install_lock:
         if not any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
             sys.meta_path.insert(0, _AfterImport())

@@ -10,7 +10,9 @@ from its blob in a few pages, its ``overlay``: the pages a cell changed.
 * Out, for a new buffer: an anonymous mapping holding a copy. It becomes a blob the first time an
   execution copies it in (``freeze``: written to a memfd, then mapped over
   itself, so the anonymous pages go), so a cell that makes data pays for a
-  memory copy, not for a memfd's page allocation.
+  memory copy, not for a memfd's page allocation. With a state directory,
+  which saves every buffer to a file before its state is published, a new
+  contiguous buffer is written to its file at once: one copy, not two.
 * In: a private mapping of the blob with the overlay pages copied in: a
   fraction of a millisecond, whatever the size. Running code sees it through a
   window, and an unwritten mapping outlives its last window as a spare for the
@@ -55,7 +57,8 @@ class Blob:
 
     def __init__(self, fd, size, path=None):
         self.fd, self.size, self.path = fd, size, path
-        weakref.finalize(self, os.close, fd)
+        self._unnamed = []  # its file, until a catalogue names it (``keep``)
+        weakref.finalize(self, _forget, fd, self._unnamed, os.getpid())
 
     @classmethod
     def write(cls, contents, directory=None):
@@ -66,6 +69,19 @@ class Blob:
             return cls.fill(len(data), (data,), directory)
         finally:
             data.release()
+
+    @classmethod
+    def unnamed(cls, contents, directory):
+        """``write`` to a file in ``directory`` that is deleted with the blob unless a state
+        directory's catalogue comes to name it first (``keep``): a state can fail to be
+        stored after its buffers were written."""
+        blob = cls.write(contents, directory)
+        blob._unnamed.append(blob.path)
+        return blob
+
+    def keep(self):
+        """Its file outlives it: a catalogue names it now."""
+        self._unnamed.clear()
 
     @classmethod
     def fill(cls, size, chunks, directory=None):
@@ -167,6 +183,13 @@ class Mapping(mmap.mmap):
         return spare
 
 
+def _forget(fd, unnamed, pid):
+    os.close(fd)
+    if os.getpid() == pid:  # not in a child a cell forked, ending while the server saves
+        for path in unnamed:
+            _unlink(path)
+
+
 def _unlink(path):
     try:
         os.unlink(path)
@@ -203,7 +226,7 @@ def freeze(stored, directory=None):
     with _freeze_lock:
         if stored.blob is not None:
             return
-        blob = Blob.write(stored, directory)
+        blob = Blob.write(stored) if directory is None else Blob.unnamed(stored, directory)
         address = _libc.mmap(stored.address, blob.size, mmap.PROT_READ | mmap.PROT_WRITE,
                              mmap.MAP_PRIVATE | _MAP_FIXED, blob.fd, 0)
         if address != stored.address:
@@ -307,9 +330,15 @@ class Buffers:
             return source
         private = running.private_pages()
         if len(private) > FLATTEN * (len(running) / PAGE):
-            return self.new(lambda mapping: mapping.write(running), len(running))
+            return self.new(lambda mapping: mapping.write(running), len(running), running)
         return source.blob.map(private, running, stored=True)
 
-    def new(self, fill, size):
-        """A stored mapping of a new buffer of ``size`` bytes that ``fill(mapping)`` writes."""
+    def new(self, fill, size, contents=None):
+        """A stored mapping of a new buffer of ``size`` bytes that ``fill(mapping)`` writes;
+        with a state directory, a blob file written from ``contents`` if given (a contiguous
+        buffer of the same bytes)."""
+        if self.directory is not None and contents is not None:
+            # A state directory saves each new buffer to a file before its state is
+            # published: written there now, it is copied once, not into memory and again.
+            return Blob.unnamed(contents, self.directory).map(stored=True)
         return anonymous(size, fill)

@@ -10,6 +10,8 @@ restored state behaves as before the restart:
   value; instances refer to them. Other metaclasses (``Enum``) cannot be;
 * modules are saved by name and imported again;
 * memoryviews, as views of their exporter (``copying.views``);
+* iterators and dict views of Python's containers, with their type and place
+  (``copying.iterators``);
 * weak references, weak dicts and sets, ``lru_cache`` functions, static and
   class methods, properties and mapping proxies, which pickle refuses;
 * numpy arrays on copy-on-write mappings are saved as references to blob
@@ -34,7 +36,8 @@ import types
 import weakref
 
 from . import cow
-from ..copying import views
+from ..copying import iterators, views
+from ..copying.copier import collector_off
 from ..copying.handlers import importable
 from ..copying.stored import STORED_GLOBALS, StoredNamespace
 from ..libraries import _thread as thread_locals
@@ -45,32 +48,61 @@ _CLASS_SKIP = frozenset({"__dict__", "__weakref__", "_abc_impl"})
 
 
 class Pickler(pickle.Pickler):
-    """Pickles stored objects; big buffers become references to blobs (``blobs`` names
-    the blob files used, so the store knows what a record needs)."""
+    """Pickles stored objects; big buffers become references to blobs (``blobs`` maps the
+    paths of the blob files used to their ``cow.Blob``, so the store knows what a record
+    needs)."""
 
     def __init__(self, file, buffers):
         super().__init__(file, protocol=5)
         self.buffers = buffers
-        self.blobs = set()
+        self.blobs = {}
+        self._references = {}  # id(obj) -> (obj, its persistent id): see persistent_id
+        # Pickle calls both hooks below for every object (persistent_id even for ints), so
+        # each first rules out, by type, what it has nothing to do with: most objects.
+        numpy = sys.modules.get("numpy")  # (no array can exist before numpy is imported)
+        self._referable = frozenset({cow.Mapping} | ({numpy.ndarray} if numpy else set()))
+        self._ordinary = set()  # types reducer_override leaves to pickle
 
     def reducer_override(self, obj):
-        reducer = _REDUCERS.get(type(obj))
+        kind = type(obj)
+        if kind in self._ordinary:
+            return NotImplemented
+        reducer = _REDUCERS.get(kind)
         if reducer is not None:
             return reducer(self, obj)
+        if isinstance(obj, types.ModuleType):  # of a class of its own: a module all the same
+            return _reduce_module(self, obj)
         if isinstance(obj, _thread._local):  # its lineage's values (libraries/_thread.py)
-            return _make_local, (type(obj), thread_locals.lineage_values(obj))
-        if isinstance(obj, type) and obj.__module__ == "__main__":
-            return _reduce_class(obj)
+            return _make_local, (kind, thread_locals.lineage_values(obj))
+        if isinstance(obj, type):
+            return _reduce_class(obj) if obj.__module__ == "__main__" else NotImplemented
         numpy = sys.modules.get("numpy")
         if numpy is not None and isinstance(obj, numpy.ndarray):  # (exact ones: persistent_id)
             return _reduce_subclass_view(numpy, obj)
+        self._ordinary.add(kind)
         return NotImplemented
 
     def persistent_id(self, obj):
+        """``reference(obj)``, the same tuple at every occurrence of ``obj`` in this pickle."""
+        if type(obj) not in self._referable:
+            return None
+        # Pickle asks at every occurrence and never memoizes an object that has a persistent
+        # id, but it memoizes the id, a tuple: the same tuple writes a buffer once, however
+        # many views refer to it (each view's id held its base's bytes again: quadratic).
+        found = self._references.get(id(obj))
+        if found is not None:
+            return found[1]
+        reference = self.reference(obj)
+        if reference is not None:
+            self._references[id(obj)] = (obj, reference)  # obj kept: its id stays its own
+        return reference
+
+    def reference(self, obj):
+        """The persistent id of ``obj``: a stored mapping, or an array (see ``_array_id``)."""
         if type(obj) is cow.Mapping and obj.stored:
             if obj.blob is None or obj.blob.path is None:
                 self.buffers.freeze(obj)  # to a file of the state directory
-            self.blobs.add(obj.blob.path)
+            self.blobs[obj.blob.path] = obj.blob
             pages = {page: obj[page * cow.PAGE:(page + 1) * cow.PAGE] for page in obj.overlay}
             return ("mapping", id(obj), obj.blob.path.rsplit("/", 1)[-1], pages)
         numpy = sys.modules.get("numpy")
@@ -120,12 +152,13 @@ def _array_id(numpy, arr):
         order = "C" if arr.flags.c_contiguous else "F"
         return ("owned", id(arr), arr.tobytes(order), arr.shape, arr.dtype, order,
                 arr.flags.writeable)
-    start = arr.__array_interface__["data"][0]
+    from ..libraries.numpy import address  # (numpy is imported: an array is here)
+    start = address(arr)
     layout = (arr.shape, arr.dtype, arr.strides, arr.flags.writeable)
     if isinstance(base, cow.Mapping) and base.stored:
         return ("array", id(arr), base, start - base.address, *layout)
     if isinstance(base, numpy.ndarray) and not base.dtype.hasobject:
-        offset = start - base.__array_interface__["data"][0]
+        offset = start - address(base)
         if type(base) is not numpy.ndarray:  # a subclass's memory: check it is a buffer
             try:
                 numpy.ndarray(arr.shape, arr.dtype, buffer=base, offset=offset,
@@ -201,7 +234,7 @@ def dumps(values, buffers, pickler=Pickler):
     ``blobs`` of a ``pickler``, a Pickler class)."""
     lost = {}
     if pickler is Pickler and all(type(value) in _PLAIN for value in values.values()):
-        return pickle.dumps(values, protocol=5), set(), lost  # what Pickler would write
+        return pickle.dumps(values, protocol=5), {}, lost  # what Pickler would write
     try:
         return (*_dump(values, buffers, pickler), lost)
     except _CANNOT_PICKLE:  # find which names: they are lost, the others are saved
@@ -223,12 +256,12 @@ _CANNOT_PICKLE = (pickle.PicklingError, TypeError, AttributeError, ValueError, R
 def _dump(value, buffers, pickler_class):
     file = io.BytesIO()
     pickler = pickler_class(file, buffers)
-    pickler.dump(value)
+    collector_off(pickler.dump, value)  # its memo keeps what __getstate__ methods make
     return file.getvalue(), pickler.blobs
 
 
 def loads(data, directory):
-    return Unpickler(io.BytesIO(data), directory).load()
+    return collector_off(Unpickler(io.BytesIO(data), directory).load)
 
 
 # -- reductions ----------------------------------------------------------------------------
@@ -401,6 +434,14 @@ def _make_memoryview(exporter, *layout):
     return views.rebuild(exporter, views.Layout(*layout))
 
 
+def _reduce_iterator(pickler, it):
+    try:
+        found = iterators.reduction(it)
+    except ValueError as exc:
+        raise pickle.PicklingError(str(exc)) from None
+    return NotImplemented if found is None else found
+
+
 def _reduce_namespace(pickler, obj):
     return _stored_globals, ()
 
@@ -417,5 +458,5 @@ _REDUCERS = {
     functools._lru_cache_wrapper: _reduce_lru_cache, staticmethod: _reduce_wrapper,
     classmethod: _reduce_wrapper, property: _reduce_property,
     types.MappingProxyType: _reduce_mappingproxy, StoredNamespace: _reduce_namespace,
-    memoryview: _reduce_memoryview,
+    memoryview: _reduce_memoryview, **dict.fromkeys(iterators.TYPES, _reduce_iterator),
 }

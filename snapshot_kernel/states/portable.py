@@ -40,8 +40,8 @@ FORMAT = "snapshot-kernel state archive 1"
 PYTHON = f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}"
 PICKLE = "state.pickle"
 SETTINGS = "settings.pickle"  # what the state carries besides its names (settings.Process)
-# Settings that name the exporting machine's paths and secrets: an imported state takes the
-# importing server's own, as its `initial` has them.
+# Settings that named the exporting machine's paths and secrets in archives that kept the whole
+# of them (before settings were held per cell): an imported state takes this server's own.
 MACHINE_SETTINGS = ("cwd", "environ", "sys.path")
 MEMBER_BYTES = cow.THRESHOLD  # an array that owns this many bytes or more is a member
 MAX_META = 1 << 30  # bytes of meta.json at most (it holds the code of the state's cell)
@@ -137,7 +137,7 @@ class ExportPickler(persist.Pickler):
                 self.blobs.sources[filename] = "".join(linecache.cache[filename][2])
         return super().reducer_override(obj)
 
-    def persistent_id(self, obj):
+    def reference(self, obj):
         if type(obj) is cow.Mapping and obj.stored:
             return self.blobs.member(obj, None)
         numpy = sys.modules.get("numpy")
@@ -266,20 +266,21 @@ class Received:
             raise BadArchive(f"the archive holds {member.name!r}, which a state archive "
                              "does not")
 
-    def state(self, name, here):
+    def state(self, name):
         """``(State, lost)``: the state, as the root state ``name``, and the names the
-        archive left out. Its settings are the archive's but for the machine's own,
-        which are those of ``here`` (this server's ``initial``). Raises
-        IncompatibleArchive if its objects cannot be rebuilt."""
+        archive left out. Its settings are what its cells changed (an archive of an
+        earlier server's: but for its working directory, environment and import path,
+        which were that machine's). Raises IncompatibleArchive if its objects cannot be
+        rebuilt."""
         values = self._values()
         try:
             state = _state(name, self.meta, values)
         except (KeyError, TypeError, IndexError, ValueError, AttributeError):
             raise BadArchive("the archive is damaged: its meta.json does not describe "
                              "its state") from None
-        return dataclasses.replace(state, process=self._process(here)), dict(self.meta["lost"])
+        return dataclasses.replace(state, process=self._process()), dict(self.meta["lost"])
 
-    def _process(self, here):
+    def _process(self):
         if self.settings is None:  # an archive from before settings travelled: this server's
             return None
         saved, exc = cell.call_user(pickle.loads, self.settings)
@@ -287,9 +288,10 @@ class Received:
                 saved.get("shared"), dict) or not isinstance(saved.get("own"), dict):
             cell.drop_tracebacks(exc)
             raise BadArchive(f"the archive is damaged: its {SETTINGS} is not settings")
-        shared = {**saved["shared"], **{kind: here.shared[kind] for kind in MACHINE_SETTINGS
-                                        if kind in here.shared}}
-        return Process.loaded({"shared": shared, "own": saved["own"]})
+        if "version" not in saved:  # the exporting machine's paths and secrets stay there
+            saved = {**saved, "shared": {kind: value for kind, value in saved["shared"].items()
+                                         if kind not in MACHINE_SETTINGS}}
+        return Process.loaded(saved)
 
     def _values(self):
         sources = self.meta.get("sources")

@@ -173,6 +173,12 @@ class State:
     created: float = field(default_factory=time.time)  # seconds since the epoch
     process: Optional[object] = None  # runtime.settings.Process: settings and context
 
+    def peek(self, name):
+        """The stored object of ``name`` (not a copy: only for telling what it is);
+        ``places.ABSENT`` if the state has none."""
+        entry = self.names.get(name)
+        return ABSENT if entry is None or entry.value is GONE else entry.value
+
     @property
     def timestamp(self):
         """When the state was stored, in ISO 8601 (UTC)."""

@@ -160,7 +160,7 @@ class Store:
         self.buffers, self.budget = buffers, Budget(max_memory)
         self._lock = threading.RLock()  # the catalogue's connection
         self._seq = 0
-        self._settings_keys = {}  # (id(shared), id(own)) -> (hash, shared, own)
+        self._settings_keys = {}  # (id(held), id(shared), id(own)) -> (hash, those three)
         self._db = self._connect()
         self._log = None  # private: saves go to the redo log, which _log_lock guards
         if private:
@@ -340,18 +340,23 @@ class Store:
                 self._settings_rows(rows, state.name, state.process)
             if exec_id is not None:
                 rows.append(_running_row(exec_id, summary))
+        for _, blobs, _ in pickled.values():  # the catalogue (or its redo log) names them now
+            for blob in blobs.values():
+                blob.keep()
         return lost
 
     def _settings_rows(self, rows, name, process):
         """Note the settings ``process`` as state ``name``'s, each distinct set once."""
-        key = self._settings_keys.get((id(process.shared), id(process.own)))
-        if key is None or key[1] is not process.shared or key[2] is not process.own:
+        parts = (process.held, process.shared, process.own)
+        ids = tuple(map(id, parts))
+        key = self._settings_keys.get(ids)
+        if key is None or any(kept is not part for kept, part in zip(key[1:], parts)):
             data = pickle.dumps(process.saved(), protocol=5)
-            key = (hashlib.sha1(data).hexdigest(), process.shared, process.own)
+            key = (hashlib.sha1(data).hexdigest(), *parts)
             rows.append(("settings", (key[0], data)))
             if len(self._settings_keys) >= _KEPT_SETTINGS_KEYS:
                 self._settings_keys.clear()
-            self._settings_keys[(id(process.shared), id(process.own))] = key
+            self._settings_keys[ids] = key
         rows.append(("state_settings", (name, key[0])))
 
     def _new_groups(self, layer):

@@ -112,7 +112,8 @@ def _schemas(max_body):
                                                 "text"}}),
         "ExecutionReply": _reply(),
         "Imported": imported(),
-        "Started": obj({"exec_id": TEXT, "status": {"const": "running"}, "location": TEXT}),
+        "Started": obj({"exec_id": TEXT, "status": {"enum": ["running", "waiting"]},
+                        "location": TEXT}),
         "Crash": obj({"cause": {**TEXT, "description": "how the server process died, e.g. "
                                                       "'was killed by SIGSEGV (Segmentation "
                                                       "fault)'"},
@@ -211,6 +212,9 @@ def _execute_fields():
     }
 
 
+_TEXTS = {"type": "array", "items": TEXT}
+
+
 def _reply():
     return obj({
         "output": {"type": "array", "items": ref("Output")},
@@ -219,6 +223,11 @@ def _reply():
         "exec_id": TEXT,
         "parent": {**TEXT, "description": "the source state"},
         "checkpoints": _list_of("Checkpoint"),
+        "waited": obj({"seconds": {"type": "number", "minimum": 0}, "for": _TEXTS,
+                       "settings": _TEXTS},
+                      description="there if the cell waited before it ran: for which executions, "
+                                  "and the process-wide settings that kept them apart; its "
+                                  "timeout started after the wait"),
         "truncated": mapping(ref("Truncated"), "the streams the reply shows only part of"),
         "lost": mapping(TEXT, "unless --in-memory: names of the new state that could not "
                               "be saved, and why"),
@@ -237,7 +246,16 @@ def _summary():
             "timeout": nullable({"type": "number"}), "interrupted": FLAG,
             "interrupt_reason": nullable({"enum": list(INTERRUPT_REASONS)}), "stuck": FLAG,
             "thread_id": nullable({"type": "integer"}), "progress": nullable(TEXT),
-            "checkpoints": _list_of("Checkpoint"), "crash": ref("Crash")}
+            "checkpoints": _list_of("Checkpoint"),
+            "waiting": nullable(obj({
+                "for": {**_TEXTS, "description": "the executions it waits for"},
+                "settings": {**_TEXTS, "description": "the process-wide settings that keep "
+                                                     "them apart, by name (`module "
+                                                     "attributes: json.dumps`)"}},
+                description="while `status` is `waiting`: another branch's cell holds a "
+                            "setting that is one per process; the timeout starts once it "
+                            "runs")),
+            "crash": ref("Crash")}
 
 
 _SUMMARY_ALWAYS = [name for name in _summary() if name != "crash"]
