@@ -1,6 +1,6 @@
 """Checkpoints inside a cell: ``checkpoint()`` stores the cell's globals as a state now.
 
-    from snapshot_kernel import checkpoint, checkpoint_every   # also builtins in cells
+    from snapshot_kernel import checkpoint, checkpoint_every, progress   # builtins in cells
     for i, path in enumerate(paths):
         results.append(work(path))
         checkpoint_every(20, progress=f"{i + 1}/{len(paths)} files")
@@ -46,9 +46,11 @@ def progress(hint):
 
 
 def install():
-    """Make ``checkpoint`` and ``checkpoint_every`` builtins; a state's own names shadow them."""
+    """Make ``checkpoint``, ``checkpoint_every`` and ``progress`` builtins; a state's own
+    names shadow them."""
     builtins.checkpoint = checkpoint
     builtins.checkpoint_every = checkpoint_every
+    builtins.progress = progress
 
 
 class Checkpointing:

@@ -20,35 +20,55 @@ that state is not stored (``Crash.cut_short``). A server that stops as asked
 leaves its journal as it is, marked (``Journal.stopping``), and so does one
 killed with its supervisor: the next server on the directory reports what it
 ran (``Journal.left_over``, a ``Stop``).
+
+What a running execution printed is kept there too, as it is sorted into its
+capture: the latest ``_RING`` bytes of its stdout and stderr (``OutputTail``),
+so a crash record shows the output up to the crash. And a forced stop
+(``POST /interrupt`` with ``force``) names its execution in the journal before
+its server process exits with ``FORCED_EXIT``: the next one reports that
+execution stopped, the others crashed because of it (``Crash.stopped``).
 """
 
 import mmap
 import os
+import re
 import signal
 import struct
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Optional
 
 _READY = 0         # header byte: 1 once the server process serves
 _STOPPED = 1       # header byte: 1 once it stops as asked (SIGINT, SIGTERM)
 _USED = 4          # header, 4 bytes: slots written so far (the rest were never touched)
 _STOPPED_AT = 8    # header, 8 bytes: when it stopped as asked (time.time())
+_FORCED = 16       # header: a 4-byte length, then the exec_id a forced stop is ending
 _HEADER = 4096     # bytes before the first slot
-_SLOT = 2048       # bytes a slot: a 4-byte length, then a record (UTF-8) or nothing
-DEFAULT_SLOTS = 4096  # executions noted at once; more still run, unnoted
+_RECORD = 2048     # bytes of a slot's record: a 4-byte length, then the record (UTF-8)
+_RING = 14336      # bytes of a slot's output: an 8-byte count written, then the ring
+_SLOT = _RECORD + _RING
+DEFAULT_SLOTS = 4096  # executions noted at once; more still run, unnoted (64 MB reserved,
+                      # touched only as far as executions run at once)
 _SEPARATOR = "\x1f"   # no name holds it: names are printable (errors.check_name)
+# Each piece of output in a ring starts with the byte of its stream: bytes that UTF-8
+# never holds, so a reader finds where pieces begin wherever the ring wrapped.
+_STREAM_BYTES = {"stdout": b"\xfe", "stderr": b"\xff"}
+_MAX_PIECE = 4096  # bytes of a piece a ring keeps (its end); a reader leaves this much out
+FORCED_EXIT = 75   # the exit status of a server process ended by a forced stop
 
 
 @dataclass(frozen=True)
 class Crash:
-    """How the last server process died (``cause_of``), when, and the executions the
-    journal says it was running (summaries, as ``states.store`` keeps them)."""
+    """How the last server process died (``cause_of``), when, the executions the journal
+    says it was running (summaries, as ``states.store`` keeps them, with their
+    ``output``), and the one a forced stop ended it for, if one did (``stopped``)."""
 
     cause: dict
     died_at: float  # time.time()
     running: tuple = field(default_factory=tuple)
+    stopped: Optional[str] = None
 
     def cut_short(self, states, noted):
         """The summaries of the executions the crash ended: those of ``running`` that
@@ -67,6 +87,7 @@ class Stop:
     reason: str
     died_at: float
     running: tuple = field(default_factory=tuple)
+    stopped = None  # (no forced stop ended it)
 
     def cut_short(self, states, noted):
         """As ``Crash.cut_short``."""
@@ -75,15 +96,17 @@ class Stop:
 
 def _cut_short(running, states, noted):
     known = {summary["exec_id"] for summary in noted}
-    return [*noted, *(summary for summary in running
-                      if summary["exec_id"] not in known and summary.get("saving") not in states)]
+    printed = {summary["exec_id"]: summary.get("output", []) for summary in running}
+    return [*({**summary, "output": printed.get(summary["exec_id"], [])} for summary in noted),
+            *(summary for summary in running
+              if summary["exec_id"] not in known and summary.get("saving") not in states)]
 
 
 class Journal:
     """The executions a server process runs, in memory that outlives the process.
 
-    The server process calls ``ready``, ``running``, ``saving``, ``ended`` and
-    ``stopping`` (from any thread); the supervisor calls ``take`` once that process
+    The server process calls ``ready``, ``running``, ``saving``, ``ended``, ``forced``
+    and ``stopping`` (from any thread); the supervisor calls ``take`` once that process
     has died unasked, and before it forks the next. A record is written before its
     length, so a process killed between the two leaves a slot that reads as empty.
     """
@@ -114,19 +137,36 @@ class Journal:
         self._map[_READY] = 1
 
     def running(self, run):
-        """Note execution ``run`` (an ``execution.Execution``) as running."""
+        """Note execution ``run`` (an ``execution.Execution``) as running; an
+        ``OutputTail`` for what it prints, or None if it could not be noted."""
         record = _SEPARATOR.join((run.exec_id, run.state_name, run.new_state_name or "",
                                   repr(run.started_at), repr(run.timeout))).encode("utf-8")
-        if len(record) > _SLOT - 4:
-            return  # cannot happen with names of 128 characters; the crash report omits it
+        if len(record) > _RECORD - 4:
+            return None  # cannot happen with names of 128 characters; the report omits it
         with self._lock:
             slot = self._free.pop() if self._free else self._new_slot()
             if slot is None:
-                return
+                return None
             self._held[run.exec_id] = slot
         offset = _HEADER + slot * _SLOT
+        struct.pack_into("<Q", self._map, offset + _RECORD, 0)  # a reused slot's output goes
         self._map[offset + 4:offset + 4 + len(record)] = record
         struct.pack_into("<I", self._map, offset, len(record))
+        return OutputTail(self._map, offset + _RECORD)
+
+    def forced(self, exec_id):
+        """A forced stop is ending the server process for execution ``exec_id``."""
+        name = exec_id.encode("utf-8")[:_HEADER - _FORCED - 4]
+        self._map[_FORCED + 4:_FORCED + 4 + len(name)] = name
+        struct.pack_into("<I", self._map, _FORCED, len(name))
+
+    def stopped(self):
+        """The exec_id a forced stop ended the last server process for, or None; read it
+        before ``take``, which forgets it."""
+        length = struct.unpack_from("<I", self._map, _FORCED)[0]
+        if not 0 < length <= _HEADER - _FORCED - 4:
+            return None
+        return self._map[_FORCED + 4:_FORCED + 4 + length].decode("utf-8", "replace")
 
     def saving(self, exec_id, state_name):
         """Execution ``exec_id`` is saving its new state ``state_name`` to a state directory:
@@ -139,7 +179,7 @@ class Journal:
         offset = _HEADER + slot * _SLOT
         length = struct.unpack_from("<I", self._map, offset)[0]
         added = (_SEPARATOR + state_name).encode("utf-8")
-        if length + len(added) > _SLOT - 4:
+        if length + len(added) > _RECORD - 4:
             return
         self._map[offset + 4 + length:offset + 4 + length + len(added)] = added
         struct.pack_into("<I", self._map, offset, length + len(added))
@@ -192,17 +232,79 @@ class Journal:
         return ready, summaries
 
     def _noted(self):
-        """The summaries of the executions noted, as ``states.store`` keeps them."""
+        """The summaries of the executions noted, as ``states.store`` keeps them, each
+        with the ``output`` it printed last."""
         used = min(struct.unpack_from("<I", self._map, _USED)[0], self._slots)
         summaries = []
         for slot in range(used):
             offset = _HEADER + slot * _SLOT
             length = struct.unpack_from("<I", self._map, offset)[0]
-            if 0 < length <= _SLOT - 4:
+            if 0 < length <= _RECORD - 4:
                 summary = _summary(self._map[offset + 4:offset + 4 + length])
                 if summary is not None:
+                    summary["output"] = OutputTail(self._map, offset + _RECORD).outputs()
                     summaries.append(summary)
         return tuple(summaries)
+
+
+class OutputTail:
+    """The latest bytes an execution wrote to stdout and stderr, in its journal slot:
+    a ring of pieces, each its stream's byte and its UTF-8 text, and the count of bytes
+    written, set after each piece (a process killed during a write leaves the count of
+    the piece before, and the reader leaves out the ring's oldest ``_MAX_PIECE`` bytes,
+    which a write cut short may have overwritten). Written under the capture's lock."""
+
+    __slots__ = ("_map", "_offset")
+
+    def __init__(self, mapped, offset):
+        self._map, self._offset = mapped, offset
+
+    def write(self, name, text):
+        """Keep ``text`` of stream ``name`` (its last ``_MAX_PIECE`` bytes)."""
+        data = text[-_MAX_PIECE:].encode("utf-8", "surrogatepass")[-(_MAX_PIECE - 1):]
+        piece = _STREAM_BYTES.get(name, _STREAM_BYTES["stderr"]) + data
+        ring = self._offset + 8
+        size = _RING - 8
+        written = struct.unpack_from("<Q", self._map, self._offset)[0]
+        start = written % size
+        first = min(len(piece), size - start)
+        self._map[ring + start:ring + start + first] = piece[:first]
+        self._map[ring:ring + len(piece) - first] = piece[first:]
+        struct.pack_into("<Q", self._map, self._offset, written + len(piece))
+
+    def outputs(self):
+        """The stream items of what is kept, in order, the first after a marker of how
+        many bytes went before it."""
+        size = _RING - 8
+        written = struct.unpack_from("<Q", self._map, self._offset)[0]
+        kept = min(written, size - _MAX_PIECE)
+        start = (written - kept) % size
+        ring = self._map[self._offset + 8:self._offset + 8 + size]
+        data = (ring[start:] + ring[:start])[:kept] if kept else b""
+        first = _PIECE.search(data)  # the ring's oldest piece may have lost its start
+        begin = first.start() if first else len(data)
+        items = _items(data[begin:])
+        dropped = written - kept + begin
+        if dropped and items:
+            items[0]["text"] = (f"[... {dropped} bytes of earlier output not kept ...]\n"
+                                + items[0]["text"])
+        return items
+
+
+def _items(data):
+    """Stream items of ring ``data``, which starts at a piece; adjacent pieces joined."""
+    items = []
+    for match in _PIECE.finditer(data):
+        name, text = _STREAM_OF[match.group(1)], match.group(2).decode("utf-8", "replace")
+        if items and items[-1]["name"] == name:
+            items[-1]["text"] += text
+        elif text:
+            items.append({"output_type": "stream", "name": name, "text": text})
+    return items
+
+
+_STREAM_OF = {byte: name for name, byte in _STREAM_BYTES.items()}
+_PIECE = re.compile(rb"([\xfe\xff])([^\xfe\xff]*)")
 
 
 def _summary(record):
@@ -241,6 +343,13 @@ def cause_of(status, oom_before, oom_after):
     code = os.waitstatus_to_exitcode(status)
     return {"cause": f"exited with status {code} (os._exit, or exit() in C code)",
             "signal": None, "exit_status": code, "likely_out_of_memory": False}
+
+
+def forced_cause(exec_id):
+    """What ``crash`` says of a server process a forced stop of ``exec_id`` ended."""
+    return {"cause": f"was replaced to stop execution {exec_id!r}, which a forced interrupt "
+                     "(POST /interrupt with \"force\": true) asked for",
+            "signal": None, "exit_status": FORCED_EXIT, "likely_out_of_memory": False}
 
 
 def _signal_name(signum):

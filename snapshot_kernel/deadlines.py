@@ -8,10 +8,12 @@ import weakref
 
 from . import memory
 from .runtime import interrupt
-from .errors import UnknownExecution
+from .errors import CannotReplace, UnknownExecution, check_name
 from .execution import DONE, RUNNING, STARTING, Outcome, reply_for, stuck_error
 
 POLL = 0.1  # seconds between the supervisor's deadline checks
+FORCE_GRACE = 0.5  # seconds a forced stop lets a plain interrupt work before it replaces
+                   # the server process
 # Seconds the supervisor stays without a running execution before it ends: starting a
 # thread under the kernel lock costs a request 0.1-0.2 ms, and an agent's requests come
 # seconds apart. A closed kernel's supervisor ends at its next check.
@@ -26,9 +28,47 @@ class Deadlines:
         with self._lock:
             run = self._runs.running.get(exec_id)
             if run is None or run.phase == DONE:
+                check_name(exec_id, "exec_id")
                 raise UnknownExecution(f"no running execution {exec_id!r}; it may have "
                                        "finished already")
             self._interrupt_locked(run, reason)
+
+    def stop_by_force(self, exec_id):
+        """Stop a running execution that an interrupt may not reach (a long call in C):
+        interrupt it, and wait up to FORCE_GRACE s for its cell to end; True if it did.
+
+        False if it did not: the journal then names it (``crashes.Journal.forced``),
+        every running cell's output so far is in the journal, and the caller must end
+        the process with ``crashes.FORCED_EXIT``. The supervisor starts a new one, which
+        reports that execution stopped and the others crashed because of it. Refused
+        (``CannotReplace``) where no supervisor can start a new process, or where the
+        states would not survive the old one (``--in-memory``)."""
+        if self._journal is None:
+            raise CannotReplace("a forced stop replaces the server process, which only a "
+                                "server with its supervisor can do (not --no-supervisor, "
+                                "nor an MCP server's own kernel); interrupt it instead")
+        if self._store is None:
+            raise CannotReplace("a forced stop replaces the server process, and with "
+                                "--in-memory every state but 'initial' would go with it; "
+                                "interrupt it instead")
+        with self._lock:
+            run = self._runs.running.get(exec_id)
+            if run is None or (run.phase == DONE and not run.stuck):
+                check_name(exec_id, "exec_id")
+                raise UnknownExecution(f"no running execution {exec_id!r}; it may have "
+                                       "finished already")
+            self._interrupt_locked(run, "request")
+        deadline = time.monotonic() + FORCE_GRACE
+        while not run.ended and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if run.ended:
+            return True
+        self._journal.forced(exec_id)
+        with self._lock:
+            running = list(self._runs.running.values())
+        for each in running:  # what they printed, into the journal for the next process
+            each.capture.drain()
+        return False
 
     def _interrupt_locked(self, run, reason):
         """Interrupt ``run`` once; later calls change nothing.

@@ -1,5 +1,6 @@
 """What GET /states/<name> says of a state (its metadata and each variable's type and
-repr), and GET /states/<a>/diff/<b> of two (the names added, removed and changed).
+repr), and GET /states/<a>/diff/<b> of two (the names added, removed and changed,
+values compared by ``values``).
 
 Type names and reprs are the stored objects' own code, so they run behind the
 user-code boundary, on a cell thread, reading the globals of the state. What
@@ -8,12 +9,10 @@ time budget is reported as such, and the request answers anyway (the thread
 goes on: a ``__repr__`` that never returns cannot be stopped, only not awaited).
 """
 
-import abc
 import builtins
 import threading
-import types
 
-from . import cell
+from . import cell, values
 from .copying.dispatch import is_dunder
 from .copying.stored import reading
 from .runtime import mainmodule, settings
@@ -53,19 +52,21 @@ def describe_state(state, repr_limit, threads, budget=BUDGET, as_cell=None):
     return described
 
 
-def diff_states(before, after, repr_limit, threads, budget=BUDGET):
+def diff_states(before, after, repr_limit, threads, budget=BUDGET, work=None):
     """The dict GET /states/<a>/diff/<b> answers: the names ``after`` adds to
-    ``before``, removes, and holds other objects in, each side's type and repr.
+    ``before``, removes, and holds another value under, each side's type, shape or
+    length, and repr.
 
-    A name is changed if the two states hold different objects under it: a
-    branch that rebinds a name to an equal value changed it too. Comparing is by
-    identity, never ``==``, which is user code and may not give a bool. Cell-defined
-    functions and classes are the exception (``_same_definition``).
+    Values are compared by what they hold (``values.equal``), within ``work`` (a
+    ``values.Budget``): a name bound again to an equal value, or copied by the store
+    or by an export and an import, is unchanged. A name whose values could not be
+    compared is listed as changed, with ``not_compared`` saying why.
     """
-    old, new = _entries(before), _entries(after)
+    old, new = _present(before), _present(after)
     removed = [key for key in old if key not in new]
     added = [key for key in new if key not in old]
     both = [key for key in new if key in old and old[key] is not new[key]]
+    work = values.Budget() if work is None else work
 
     def compare(found):
         changing = []  # first which names changed (no reprs), so none waits on a slow repr
@@ -74,23 +75,25 @@ def diff_states(before, after, repr_limit, threads, budget=BUDGET):
                 was = _loaded(old[key])
             with reading(after.names):
                 now = _loaded(new[key])
-            found["same", key] = was is now or _same_definition(was, now)
+            found["same", key], reason = _compared(was, now, work)
             if not found["same", key]:
-                changing.append((key, was, now))
+                changing.append((key, was, now, reason))
         for side, state, entries, keys in (("removed", before, old, removed),
                                            ("added", after, new, added)):
             with reading(state.names):
                 for key in keys:
-                    found[side, key] = _described(_loaded(entries[key]), repr_limit)
-        for key, was, now in changing:
+                    found[side, key] = _described(_loaded(entries[key]), repr_limit, True)
+        for key, was, now, reason in changing:
             with reading(before.names):
-                was_described = _described(was, repr_limit)
+                was_described = _described(was, repr_limit, True)
             with reading(after.names):
                 found["changed", key] = {"before": was_described,
-                                         "after": _described(now, repr_limit)}
+                                         "after": _described(now, repr_limit, True),
+                                         **({"not_compared": reason} if reason else {})}
 
     done = _on_cell_thread(threads, f"diff {before.name} {after.name}", budget, compare)
-    late = {"before": _late(budget), "after": _late(budget)}  # not compared in time
+    late = {"before": _late(budget), "after": _late(budget),
+            "not_compared": f"the comparison did not finish within {budget:g} s"}
     return {"from": before.name, "to": after.name,
             "added": {key: done.get(("added", key), _late(budget)) for key in added},
             "removed": {key: done.get(("removed", key), _late(budget)) for key in removed},
@@ -98,57 +101,28 @@ def diff_states(before, after, repr_limit, threads, budget=BUDGET):
                         if not done.get(("same", key), False)}}
 
 
-_CLASSES = (type, abc.ABCMeta)  # the metaclasses whose classes the store copies
-_CODE_CARRIERS = (types.FunctionType, staticmethod, classmethod, property)
-
-
-def _same_definition(was, now):
-    """True if ``was`` and ``now`` are copies of one cell-defined function or class.
-
-    The store makes a new one each time a cell touches it (its globals are the
-    state's), with the same code objects, or equal ones from the same cell once
-    saved to a state directory: the code is compared, and for a class its name
-    and the code of each function it holds. Attributes set on them afterwards
-    are not compared. Only C-level attributes are read: no user code runs.
-    """
-    if type(was) is not type(now):
-        return False
-    if type(was) is types.FunctionType:
-        return _same_code(was.__code__, now.__code__)
-    if type(was) not in _CLASSES or was.__qualname__ != now.__qualname__:
-        return False
-    mine, theirs = _code_parts(vars(was)), _code_parts(vars(now))
-    return mine.keys() == theirs.keys() and all(
-        len(mine[name]) == len(theirs[name])
-        and all(map(_same_code, mine[name], theirs[name])) for name in mine)
-
-
-def _same_code(a, b):
-    """Code from the same cell, compiled once (a code object's == ignores its file)."""
-    if type(a) is not types.CodeType or type(b) is not types.CodeType:
-        return a is b
-    return a is b or (a == b and a.co_filename == b.co_filename)
-
-
-def _code_parts(namespace):
-    """``{name: (code objects...)}`` of the functions a class's namespace holds."""
-    return {name: tuple(fn.__code__ if type(fn) is types.FunctionType else fn
-                        for fn in _functions_in(value))
-            for name, value in namespace.items() if type(value) in _CODE_CARRIERS}
-
-
-def _functions_in(carrier):
-    if type(carrier) is property:
-        return carrier.fget, carrier.fset, carrier.fdel
-    if type(carrier) in (staticmethod, classmethod):
-        return (carrier.__func__,)
-    return (carrier,)
+def _compared(was, now, work):
+    """``(same, why not compared)`` of two values of one name."""
+    if isinstance(was, _NotLoaded) or isinstance(now, _NotLoaded):
+        return False, "a side could not be loaded from the state directory"
+    try:
+        return values.equal(was, now, work), None
+    except values.NotCompared as exc:
+        return False, str(exc)
+    except RecursionError:  # a library's comparison that recursed too deep
+        return False, "the values nest too deep to compare"
 
 
 def _entries(state):
     """``{name: Entry}`` of the names a state shows: str names, no dunders."""
     return {cell.plain_name(key): entry for key, entry in state.names.entries().items()
             if isinstance(key, str) and not is_dunder(cell.plain_name(key))}
+
+
+def _present(state):
+    """``_entries`` but for the names the state lost (a restart, an export): not there."""
+    return {key: entry for key, entry in _entries(state).items()
+            if not (entry.lost and entry.value is GONE)}
 
 
 class _NotLoaded:
@@ -167,10 +141,33 @@ def _loaded(entry):
     return value
 
 
-def _described(value, repr_limit):
+def _described(value, repr_limit, extent=False):
+    """A value's type and repr; with ``extent``, its shape or length too, if it has one."""
     if isinstance(value, _NotLoaded):
         return {"type": "?", "repr": f"<could not be loaded: {value.reason}>"}
-    return {"type": cell.safe_type_name(value), "repr": cell.safe_repr(value, repr_limit)}
+    described = {"type": cell.safe_type_name(value)}
+    if extent:
+        described.update(_extent(value))
+    described["repr"] = cell.safe_repr(value, repr_limit)
+    return described
+
+
+_SIZED = (str, bytes, bytearray, list, tuple, dict, set, frozenset, range)
+
+
+def _extent(value):
+    """``{"shape": [...]}`` for an array or a frame, ``{"length": n}`` for a container."""
+    if isinstance(value, _SIZED):
+        return {"length": len(value)}
+    if getattr(type(value), "shape", None) is None:  # read on the type: no user code
+        return {}
+    shape, failed = cell.call_user(lambda: value.shape)
+    if failed is not None:
+        cell.drop_tracebacks(failed)
+        return {}
+    if isinstance(shape, tuple) and all(type(size) is int for size in shape):
+        return {"shape": list(shape)}
+    return {}
 
 
 def _late(budget):
@@ -240,4 +237,4 @@ class Describing:
     def diff(self, before, after):
         """What GET /states/<a>/diff/<b> answers: see ``diff_states``."""
         return diff_states(self._get(before), self._get(after), self.repr_limit, self._threads,
-                           self.describe_budget)
+                           self.describe_budget, values.Budget(*self.compare_limits))

@@ -3,6 +3,7 @@
 ``main.py`` maps each subclass to an HTTP status (``KERNEL_ERROR_STATUS``).
 """
 
+import difflib
 import re
 
 MAX_NAME_LENGTH = 128
@@ -53,6 +54,11 @@ class ExecutionExists(KernelError):
 
 class ProtectedState(KernelError):
     pass
+
+
+class CannotReplace(KernelError):
+    """A forced stop needs a supervisor to start a new server process, and the states
+    on disk to outlive the old one."""
 
 
 # -- files (``files.Workdir``) --
@@ -107,6 +113,18 @@ def check_name(name, what="state name"):
     if not _NAME.fullmatch(name) or _SURROGATE.search(name):
         raise InvalidName(f"{what} {name!r} may not contain control characters, line "
                           "separators or lone surrogates, or start or end with whitespace")
+
+
+def missing_state(name, names):
+    """The error for a state ``name`` that is not among ``names``: InvalidName if no
+    state could be called that, else UnknownState suggesting the nearest names."""
+    try:
+        check_name(name, "state name")
+    except InvalidName as exc:
+        return exc
+    close = difflib.get_close_matches(name, names, 3, 0.6)
+    hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+    return UnknownState(f"no state named {name!r}; {hint}GET /states lists them")
 
 
 def seconds_or_none(name, value, default):

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
+from urllib.parse import quote
 
 from .crashes import Crash
 from .runtime.capture import Capture
@@ -111,6 +112,7 @@ class Execution:
     running_since: Optional[float] = None  # time.monotonic() once it may run: its timeout
     taken: object = None      # its settings.Held while it runs (checkpoints read them)
     compiled: Optional[tuple] = None  # cell.compile_cell's, until its cell runs
+    store: bool = True        # false: the cell runs for its outputs, and stores no state
 
     @property
     def status(self):
@@ -175,22 +177,29 @@ class Executions:
 
     def restored(self, summary, crash=None, states_kept=True):
         """Keep the record of an execution that a restart ended (its summary as saved),
-        that a ``crashes.Crash`` of the server process ended, or that the last server's
-        ``crashes.Stop`` did; ``states_kept`` says whether the states from before it are
-        still there (with a state directory)."""
+        that a ``crashes.Crash`` of the server process ended (or a forced stop of it), or
+        that the last server's ``crashes.Stop`` did; ``states_kept`` says whether the
+        states from before it are still there (with a state directory)."""
         crashed = isinstance(crash, Crash)
+        stopped = crashed and crash.stopped == summary["exec_id"]
+        reason = "force" if stopped else None if crashed else getattr(crash, "reason", "restart")
         run = Execution(summary["exec_id"], "", summary["state_name"],
                         summary["new_state_name"], -1, Capture(), "", summary["timeout"], None,
-                        interrupt_reason=None if crashed else getattr(crash, "reason", "restart"),
-                        checkpoints=summary["checkpoints"], progress=summary["progress"],
-                        crash=crash.cause if crashed else None)
+                        interrupt_reason=reason, checkpoints=summary["checkpoints"],
+                        progress=summary["progress"],
+                        crash=crash.cause if crashed and not stopped else None)
         last = run.checkpoints[-1]["state_name"] if run.checkpoints else None
         if crash is not None:
             _since_crash(run, summary, crash.died_at)
-        error = (crash_error(crash.cause, last, states_kept) if crashed
-                 else stop_error(run.interrupt_reason, last))
-        run.reply = {"output": [{"output_type": "error", **error}], "state_name": None,
-                     "error": error, "exec_id": run.exec_id, "parent": run.state_name,
+        if stopped:
+            error = stopped_error(last)
+        elif crashed:
+            error = crash_error(crash.cause, last, states_kept)
+        else:
+            error = stop_error(run.interrupt_reason, last)
+        output = [*summary.get("output", ()), {"output_type": "error", **error}]
+        run.reply = {"output": output, "state_name": None, "error": error,
+                     "exec_id": run.exec_id, "parent": run.state_name,
                      "checkpoints": run.checkpoints}
         run.done.set()
         self._keep(run)
@@ -252,6 +261,14 @@ def crash_error(cause, last_checkpoint, states_kept):
                 "without --in-memory to keep them across a crash")
     return kernel_error("KernelCrash", f"the server process {cause['cause']} while this cell "
                         f"ran, and a new one took over; {kept}")
+
+
+def stopped_error(last_checkpoint):
+    """The error of the execution a forced stop ended."""
+    return kernel_error("KeyboardInterrupt", "the cell was stopped by force: no interrupt "
+                        "reached it (a long call in C, say), so the server process running "
+                        "it was replaced; nothing but its checkpoints was stored"
+                        + (f"; the last is {last_checkpoint!r}" if last_checkpoint else ""))
 
 
 def _characters(value):
@@ -330,7 +347,7 @@ def reply_for(run, outcome, name, lost=None):
         reply["lost"] = dict(lost)
     truncated = run.capture.truncated()
     for stream, facts in truncated.items():  # where the rest is: GET it, page by page
-        facts["location"] = f"/executions/{run.exec_id}/output?stream={stream}"
+        facts["location"] = f"/executions/{quote(run.exec_id, safe='')}/output?stream={stream}"
     if truncated:
         reply["truncated"] = truncated
     return reply

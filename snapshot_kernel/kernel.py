@@ -17,6 +17,7 @@ it through ``on_abandon``.
 Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 """
 
+import builtins
 import contextvars
 import itertools
 import os
@@ -27,17 +28,18 @@ import traceback
 
 from .runtime import (capture, display, fs, gate, held, interrupt, kinds, mainmodule,
                       monkeypatches, plots, settings)
-from . import cell, checkpoints, heap
+from . import cell, checkpoints, heap, suggestions, tree, values
 from .states import cow
 from .notebook import magics
 from .checkpoints import Checkpointing
 from .porting import Porting
 from .describe import BUDGET as DESCRIBE_BUDGET, Describing
 from .following import Following
+from .tree import Tending
 from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F401
                      KernelError, ProtectedState, StateExists, UnknownExecution,
-                     UnknownState, check_name, positive,  # (re-exported for main and tests)
-                     seconds_or_none)
+                     UnknownState, check_name, missing_state,
+                     positive, seconds_or_none)  # (re-exported for main and tests)
 from .execution import (DONE, RUNNING, Execution, Executions, Outcome, explain_gone,
                         interrupted_error, judged, kernel_error, new_exec_id, reply_for)
 from .states.storage import TOUCHED, Namespace, State, Working, fresh_namespace, sizes
@@ -45,7 +47,7 @@ from .states.store import Store, StoreError
 from .deadlines import Deadlines
 from .threads import CellThreads
 
-INITIAL = "initial"
+INITIAL = tree.INITIAL
 DEFAULT_TIMEOUT = 600.0      # seconds a cell may run unless the request says otherwise
 DEFAULT_GRACE = 2.0          # seconds an interrupted cell gets to stop before it is called stuck
 DEFAULT_OUTPUT_LIMIT = 20000  # characters kept per stream, and of the last expression's repr
@@ -53,7 +55,7 @@ DEFAULT_REPR_LIMIT = 2000    # characters of each variable's repr in describe()
 DEFAULT_IMAGE_LIMIT = 1 << 20  # bytes of one image in an output; a larger one becomes a note
 
 
-class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
+class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following, Tending):
     """Holds the states and runs cells against them, each on a cell thread."""
 
     def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
@@ -94,6 +96,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         self.full_output_limit = full_output_limit
         self.repr_limit = repr_limit
         self.describe_budget = DESCRIBE_BUDGET  # seconds describe() waits for reprs
+        self.compare_limits = (values.MAX_OBJECTS, values.MAX_BYTES)  # what one diff compares
         self.copy_mode = copy_mode
         self._store = (None if state_dir is None
                        else Store(state_dir, None, max_memory, private=private_dir))
@@ -135,31 +138,6 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         with self._lock:
             return list(self._states)
 
-    def delete(self, name):
-        """Drop a state. Its children keep what they use of it; the rest is freed, and
-        given back to the system."""
-        self._drop(name)
-        heap.give_back()  # now that nothing here holds the state
-
-    def _drop(self, name):
-        with self._lock:
-            if name == INITIAL:
-                raise ProtectedState(f"state {INITIAL!r} cannot be deleted; POST /reset "
-                                     "to drop every other state")
-            state = self._states.pop(name, None)
-            if state is None:
-                raise UnknownState(f"no state named {name!r}; GET /states lists them")
-            layer = state.names
-            # A state whose cell changed nothing holds its parent's very names. While another
-            # state holds them, the layer stays: only the state goes, on disk too.
-            kept = any(other.names is layer for other in self._states.values())
-            over = [] if kept else [other.names for other in self._states.values()
-                                    if other.names.base is layer]
-        for names in over:
-            names.absorb_base()
-        if self._store is not None:
-            self._store.delete(name, layer, over)
-
     def reset(self):
         """Drop every state but a fresh ``initial``; interrupt running executions.
 
@@ -185,34 +163,38 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
     def _get(self, name):
         with self._lock:
             state = self._states.get(name)
+            names = None if state is not None else list(self._states)
         if state is None:
-            raise UnknownState(f"no state named {name!r}; GET /states lists them")
+            raise missing_state(name, names)
         return state
 
     # -- executions ---------------------------------------------------------------
 
     def execute(self, code, state_name, exec_id=None, new_state_name=None,
-                timeout=None, max_output=None):
-        """Run ``code`` on a copy of ``state_name``; store the result if it succeeds.
+                timeout=None, max_output=None, store=True):
+        """Run ``code`` on a copy of ``state_name``; store the result if it succeeds
+        (and ``store``: false runs it for its outputs alone).
 
         Blocks until the reply: when the cell ends, or, if it does not stop when
         interrupted (at its timeout, default the kernel's), after the grace
         period; such a cell is left running, marked stuck, and stores nothing.
         Returns the reply dict of the HTTP API.
         """
-        run = self.start(code, state_name, exec_id, new_state_name, timeout, max_output)
+        run = self.start(code, state_name, exec_id, new_state_name, timeout, max_output, store)
         run.done.wait()
         return run.reply
 
     def start(self, code, state_name, exec_id=None, new_state_name=None,
-              timeout=None, max_output=None):
+              timeout=None, max_output=None, store=True):
         """Start running ``code`` on a copy of ``state_name``; return its Execution."""
-        run = self._opened(code, state_name, exec_id, new_state_name, timeout, max_output)
+        run = self._opened(code, state_name, exec_id, new_state_name, timeout, max_output,
+                           store=store)
         self._threads.submit(lambda: self._run(run), _thread_name(run))
         return run
 
     def execute_here(self, code, state_name, exec_id=None, new_state_name=None,
-                     timeout=None, max_output=None, client_gone=None, on_abandon=None):
+                     timeout=None, max_output=None, store=True, client_gone=None,
+                     on_abandon=None):
         """``execute``, with the cell run on the calling thread; returns its reply.
 
         This spares the two cross-thread wake-ups of a cell thread, but the
@@ -225,7 +207,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         ``contextvars.Context`` under its cell thread's name, as on a cell thread.
         """
         run = self._opened(code, state_name, exec_id, new_state_name, timeout, max_output,
-                           client_gone=client_gone, on_abandon=on_abandon)
+                           store=store, client_gone=client_gone, on_abandon=on_abandon)
         thread = threading.current_thread()
         name, thread.name = thread.name, _thread_name(run)
         try:
@@ -244,11 +226,15 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             check_name(exec_id, "exec_id")
         if new_state_name is not None:
             check_name(new_state_name, "new_state_name")
+            if not hooks.get("store", True):
+                raise InvalidArgument("new_state_name names the state to store, and store is "
+                                      "false: send one or the other")
         limits = (seconds_or_none("timeout", timeout, self.timeout),
                   positive("max_output", max_output, self.output_limit, whole=True))
         run = self._begin(code, state_name, exec_id, new_state_name, *limits, **hooks)
-        if self._journal is not None:  # so the next server process can say it crashed
-            self._journal.running(run)
+        if self._journal is not None:  # so the next server process can say it crashed,
+            tail = self._journal.running(run)  # and what the cell printed before
+            run.capture.mirror = None if tail is None else tail.write
         elif self._store is not None:  # so a restart can say it ended there
             self._store.running(exec_id, run.summary())
         return run
@@ -326,6 +312,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         with self._lock:
             run = self._runs.get(exec_id)
         if run is None:
+            check_name(exec_id, "exec_id")
             raise UnknownExecution(f"no execution {exec_id!r}; GET /executions lists the "
                                    "running ones, and finished ones are kept for a while")
         return run
@@ -335,21 +322,33 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         with self._lock:
             source = self._states.get(state_name)
             if source is None:
-                raise UnknownState(f"no state named {state_name!r}; GET /states lists them")
-            if new_state_name in self._states or new_state_name in self._reserved:
-                raise StateExists(f"state {new_state_name!r} already exists; states are "
-                                  "immutable, so pick another new_state_name")
-            if exec_id in self._runs.running:
-                raise ExecutionExists(f"execution {exec_id!r} is already running")
-            run = Execution(exec_id, code, state_name, new_state_name, self._generation,
-                            capture.Capture(output_limit, self.image_limit,
-                                            self.full_output_limit),
-                            cell.cell_filename(), timeout, output_limit, source=source,
-                            **hooks)
-            self._runs.add(run)
-            if new_state_name is not None:
-                self._reserved[new_state_name] = run
-            self._start_supervisor_locked()
+                names = list(self._states)
+            else:
+                return self._begin_locked(code, source, state_name, exec_id, new_state_name,
+                                          timeout, output_limit, **hooks)
+        raise missing_state(state_name, names)
+
+    def _begin_locked(self, code, source, state_name, exec_id, new_state_name, timeout,
+                      output_limit, **hooks):
+        """The new Execution, listed; under the kernel lock."""
+        if new_state_name in self._states or new_state_name in self._reserved:
+            raise StateExists(f"state {new_state_name!r} already exists; states are "
+                              "immutable, so pick another new_state_name")
+        if exec_id in self._runs.running:
+            raise ExecutionExists(f"execution {exec_id!r} is already running")
+        if self._runs.get(exec_id) is not None:
+            raise ExecutionExists(f"execution {exec_id!r} has ended and its record is "
+                                  f"still kept (GET /executions/{exec_id}); sending it "
+                                  "again would replace that record: pick another exec_id")
+        run = Execution(exec_id, code, state_name, new_state_name, self._generation,
+                        capture.Capture(output_limit, self.image_limit,
+                                        self.full_output_limit),
+                        cell.cell_filename(), timeout, output_limit, source=source,
+                        **hooks)
+        self._runs.add(run)
+        if new_state_name is not None:
+            self._reserved[new_state_name] = run
+        self._start_supervisor_locked()
         return run
 
     # -- the cell thread ------------------------------------------------------------
@@ -412,11 +411,12 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
     def _run_cell(self, run):
         outcome, exc = cell.call_user(self._copy_run_copy, run)
         _, failed = cell.call_user(plots.flush, run.capture)  # figures show even if it raised
-        gone = run.working.gone if run.working is not None else {}
-        run.working = None
+        working, run.working = run.working, None
         exc = exc if exc is not None else failed
         if exc is not None:
-            outcome = Outcome(error=explain_gone(cell.error_dict(exc), gone))
+            error = explain_gone(cell.error_dict(exc), working.gone if working else {})
+            outcome = Outcome(error=suggestions.with_suggestion(
+                error, lambda: _names_known(working, run.source)))
         cell.Source.done(run.filename)
         return outcome
 
@@ -429,7 +429,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         run.working = working  # for checkpoints
         run.context.run(self._in_context, run, body, last, found)
         plots.flush(run.capture)  # before the commit: the figures it shows are closed
-        return Outcome(stored=working.commit())
+        return Outcome(stored=working.commit() if run.store else None)
 
     def _in_context(self, run, body, last, found):
         """The cell itself, in its state's context, with ``__main__`` its namespace;
@@ -472,7 +472,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         state = None
         with self._lock:
             outcome = judged(run, outcome, self._generation)
-            if outcome.error is None and not run.stuck:
+            if outcome.error is None and not run.stuck and run.store:
                 name = run.new_state_name or self._auto_name()
                 self._reserved[name] = run
                 state = self._child(name, run, outcome.stored, outcome.process)
@@ -489,6 +489,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             if state is None and noted and not self._closed:  # before the reply: a
                 self._store.ended(run.exec_id)  # restart cannot report it; a stop does
         if self._journal is not None:  # likewise: a crash after the reply ended nothing
+            run.capture.stop_mirror()  # before its slot is free for another execution
             self._journal.ended(run.exec_id)
         lost = state.names.lost() if state is not None else None  # inherited ones too
         with self._lock:
@@ -532,6 +533,15 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
             name = f"state-{next(self._auto_names)}"
             if name not in self._states and name not in self._reserved:
                 return name
+
+
+def _names_known(working, source):
+    """The names a cell on ``source`` could have meant: its state's, its own, the builtins'."""
+    names = set(vars(builtins))
+    names.update(cell.plain_name(key) for key in source.names.entries() if isinstance(key, str))
+    if working is not None:
+        names.update(key for key in working.namespace if isinstance(key, str))
+    return names
 
 
 def _thread_name(run):

@@ -11,9 +11,7 @@ is set.
 import difflib
 import functools
 import hmac
-import json
 import os
-import re
 import shutil
 import sys
 import threading
@@ -24,17 +22,20 @@ import bottle
 from . import errors
 from .mcp import cli as mcp_cli
 from .web import openapi
-from .web.bodies import (DEFAULT_MAX_IMPORT, DEFAULT_PAGE, EXECUTE_FIELDS, FORMATS,
+from .web.bodies import (DEFAULT_MAX_IMPORT, DEFAULT_PAGE, EXECUTE_FIELDS,
                          INTERRUPT_FIELDS, MAX_OFFSET, MAX_PAGE, MAX_POLL, BadRequest, BodyStream,
-                         json_body, query_number)
+                         json_body, query_flag, query_number)
 from .files import Workdir
-from .render import render_text
 from .states.store import StoreError
 from .cli import (DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, enter_workdir, journal_for, kernel_from,
                   parse_args, private_state_dir)
+from .crashes import FORCED_EXIT
 from .supervisor import supervise
+from .tree import drawn
 from .web.fileroutes import add_file_routes
+from .web.guards import KnownQueries, hold_while_replacing, reply_then_exit, shown_rule
 from .web.process import SHUTDOWN_TIMEOUT, exit_now, say, serve_until_signalled
+from .web.replies import reply_format, reply_parts
 from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, error_body, listening_socket,
                          make_server)
 
@@ -45,6 +46,7 @@ KERNEL_ERROR_STATUS = {
     errors.StateExists: 409,
     errors.ExecutionExists: 409,
     errors.ProtectedState: 409,
+    errors.CannotReplace: 409,
     errors.UnknownFile: 404,
     errors.FileConflict: 409,
     errors.FileTooLarge: 413,
@@ -56,7 +58,6 @@ KERNEL_ERROR_STATUS = {
 }
 
 WAIT_SLICE = 0.25  # seconds between checks that a waiting client is still there
-_PLACEHOLDER = re.compile(r"<(\w+)>")  # Bottle's <name> in a route, shown as OpenAPI's {name}
 
 
 def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING,
@@ -76,9 +77,11 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     app = bottle.Bottle()
     app.default_error_handler = _json_error
     expected = token.encode("utf-8")
+    app.add_hook("before_request", hold_while_replacing)
     app.add_hook("before_request", lambda: _authorize(expected))
     app.add_hook("before_request", _route_the_path_sent)
     app.install(_map_kernel_errors)
+    app.install(KnownQueries())
     waiting = _Slots(max_running)
     files = Workdir(kernel.server.workdir or os.getcwd()) if files is None else files
 
@@ -98,7 +101,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
             def abandoned(reply):  # the cell holds this worker: answer from the caller's thread
                 release()
-                answer_now("200 OK", *_reply_parts(reply, form))
+                answer_now("200 OK", *reply_parts(reply, form))
 
             return _rendered(kernel.execute_here(*_execute_arguments(body),
                                                  client_gone=environ.get(CLIENT_GONE),
@@ -108,7 +111,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     def list_executions():
         return {"executions": kernel.executions(), "finished": kernel.finished_executions()}
 
-    @app.get("/executions/<exec_id>")
+    @app.get("/executions/<exec_id>", query=("wait",))
     def get_execution(exec_id):
         wait = _query_number("wait", 0.0, MAX_POLL)
         if not wait:
@@ -116,7 +119,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
         with waiting.slot():
             return kernel.execution(exec_id, wait)
 
-    @app.get("/executions/<exec_id>/output")
+    @app.get("/executions/<exec_id>/output", query=("stream", "offset", "limit"))
     def get_output(exec_id):
         stream = _query_text("stream", "stdout")
         if stream not in ("stdout", "stderr"):
@@ -125,8 +128,14 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
         limit = _query_number("limit", DEFAULT_PAGE, MAX_PAGE, whole=True) or DEFAULT_PAGE
         return kernel.output(exec_id, stream, offset, limit)
 
-    @app.get("/states")
+    @app.get("/states", query=("tree", "format"))
     def list_states():
+        tree, form = _query_flag("tree"), _reply_format(_query_text("format"))
+        if form == "text":
+            bottle.response.content_type = "text/plain; charset=utf-8"
+            return drawn(kernel.state_tree()).encode("utf-8", "backslashreplace")
+        if tree:
+            return {"states": kernel.state_tree()}
         return {"states": kernel.state_names()}
 
     @app.get("/states/<name>")
@@ -146,11 +155,12 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
         _refuse_if_client_gone()
         return kernel.import_state(name, BodyStream(bottle.request.environ, max_import))
 
-    @app.delete("/states/<name>")
+    @app.delete("/states/<name>", query=("descendants",))
     def delete_state(name):
+        descendants = _query_flag("descendants")
         _refuse_if_client_gone()
-        kernel.delete(name)
-        return {"deleted": name}
+        below = kernel.delete(name, descendants)
+        return {"deleted": name, "descendants": below} if descendants else {"deleted": name}
 
     @app.post("/reset")
     def reset():
@@ -159,9 +169,14 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.post("/interrupt")
     def interrupt():
-        exec_id = json_body(bottle.request.environ, max_body, INTERRUPT_FIELDS)["exec_id"]
-        kernel.interrupt(exec_id)
-        return {"interrupted": exec_id}
+        body = json_body(bottle.request.environ, max_body, INTERRUPT_FIELDS)
+        exec_id = body["exec_id"]
+        if not body.get("force"):
+            kernel.interrupt(exec_id)
+            return {"interrupted": exec_id}
+        if kernel.stop_by_force(exec_id):  # the interrupt reached it after all
+            return {"interrupted": exec_id, "replaced": False}
+        reply_then_exit({"interrupted": exec_id, "replaced": True}, FORCED_EXIT)
 
     @app.get("/states/<name>/diff/<other>")
     def diff_states(name, other):
@@ -178,7 +193,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
 def _execute_arguments(body):
     return (body["code"], body["state_name"], body.get("exec_id"), body.get("new_state_name"),
-            body.get("timeout"), body.get("max_output"))
+            body.get("timeout"), body.get("max_output"), body.get("store") is not False)
 
 
 class _Slots:
@@ -241,7 +256,7 @@ def _reply_while_client_waits(kernel, exec_id):
 
 
 def _started(run):
-    location = f"/executions/{run.exec_id}"
+    location = f"/executions/{urllib.parse.quote(run.exec_id, safe='')}"
     bottle.response.status = 202
     bottle.response.set_header("Location", location)
     return {"exec_id": run.exec_id, "status": "waiting" if run.waiting else "running",
@@ -249,39 +264,17 @@ def _started(run):
 
 
 def _reply_format(requested):
-    """``json`` or ``text``: the body's ``format``, else what the Accept header prefers."""
-    if requested is None:
-        accept = bottle.request.environ.get("HTTP_ACCEPT", "")
-        return "text" if "text/plain" in accept and "json" not in accept else "json"
-    if requested not in FORMATS:
-        raise bottle.HTTPError(400, f"format must be one of {', '.join(FORMATS)}, "
-                                    f"not {requested!r}")
-    return requested
+    return reply_format(requested, bottle.request.environ.get("HTTP_ACCEPT", ""))
 
 
 def _rendered(reply, form):
     """The reply as JSON, or as concise text with the names in headers."""
     if form == "json":
         return reply
-    headers, body = _reply_parts(reply, form)
+    headers, body = reply_parts(reply, form)
     for header, value in headers:
         bottle.response.set_header(header, value)
     return body
-
-
-def _reply_parts(reply, form):
-    """``(headers, body)`` of the reply to an execution, outside Bottle's response."""
-    if form == "json":
-        return [("Content-Type", "application/json")], json.dumps(reply).encode("utf-8")
-    headers = [("Content-Type", "text/plain; charset=utf-8")]
-    for header, value in (("X-Exec-Id", reply["exec_id"]), ("X-State-Name", reply["state_name"]),
-                          ("X-Parent", reply["parent"]),
-                          ("X-Error-Name", (reply["error"] or {}).get("ename"))):
-        if value is not None:
-            headers.append((header, _header_text(value)))
-    # Encoded here: a cell can print a lone surrogate, which UTF-8 cannot carry and which
-    # would fail Bottle's encoding outside every handler, as an HTML 500.
-    return headers, render_text(reply["output"]).encode("utf-8", "backslashreplace")
 
 
 def _attachment(filename):
@@ -292,9 +285,8 @@ def _attachment(filename):
     return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quoted}"
 
 
-def _header_text(value):
-    """A header value: names may hold characters HTTP headers cannot carry."""
-    return value.encode("utf-8").decode("latin-1") if value.isprintable() else repr(value)
+def _query_flag(name):
+    return query_flag(name, _query_text(name))
 
 
 def _query_number(name, default, highest, whole=False):
@@ -373,7 +365,7 @@ def _json_error(error):
 
 def _no_route(path, routes):
     """What a 404 for an unknown route says: the nearest route, and all of them."""
-    rules = [_PLACEHOLDER.sub(r"{\1}", route.rule) for route in routes]
+    rules = [shown_rule(route.rule) for route in routes]
     served = [f"{route.method} {rule}" for route, rule in zip(routes, rules)]
     nearest = difflib.get_close_matches(path, rules, 1, 0.5)
     hint = [each for each, rule in zip(served, rules) if nearest and rule == nearest[0]]

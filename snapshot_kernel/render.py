@@ -1,21 +1,24 @@
 """The outputs of a reply as one concise text, for language models.
 
 Follows fastcore's ``render_text`` conventions (the rendering clikernel gives
-models): streams are joined per name and cleaned as a terminal would show
-them, each rich output shows one mime type, one output is returned bare, and
-several are each wrapped in a tag named after the stream or output type.
+models) but for the order: outputs stay in the order they happened, a stream's
+pieces that follow each other joined and cleaned as a terminal would show them;
+each rich output shows one mime type, its plain text rather than its HTML; one
+output is returned bare, and several are each wrapped in a tag named after the
+stream or output type. ``closing_parts`` says what the JSON reply adds.
 Pure functions: no I/O, no kernel state.
 """
 
 import base64
 import re
 
-# Tags in the order they are rendered: display_data first, as fastcore does, then the
-# streams, then what the cell ended with. Unknown stream names go after stderr.
-ORDER = ("display_data", "stdout", "stderr", "execute_result", "error")
-TEXT_MIMES = ("text/markdown", "text/html", "application/javascript", "text/latex")
+# After markdown and images, a rich output shows its plain text, unless that is only a
+# default repr (``<x.Y object at 0x...>``) and one of these has something to say.
+MARKDOWN = "text/markdown"
+TEXT_MIMES = ("text/html", "application/javascript", "text/latex")
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml")
 PLAIN = "text/plain"
+MAX_LISTED = 5  # checkpoints a closing line names one by one
 
 _ALTERNATE_SCREEN = re.compile(
     r"\x1b\[\?(?:1049|1047|47)h.*?(?:\x1b\[\?(?:1049|1047|47)l|\Z)", re.DOTALL)
@@ -25,34 +28,34 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]"       # CSI: colours, cursor mo
 _ERASE_IN_LINE = re.compile(r"\x1b\[[012]?K")
 _LINE_CONTROL = re.compile(r"\r|\x08|\x1b\[[012]?K")
 _CARETS_ONLY = re.compile(r"\s*[~^]+\s*")
+_DEFAULT_REPR = re.compile(r"<[\w.]+ object(?: at 0x[0-9a-fA-F]+)?>")
+_STYLES_AND_SCRIPTS = re.compile(r"<(style|script)\b.*?</\1\s*>\s*", re.DOTALL | re.IGNORECASE)
 
 
 def render_text(outputs, tb_maxlen=180):
-    """The outputs as one text: the only one bare, or several each in a tag."""
+    """The outputs as one text, in their order: the only one bare, or several each in a tag."""
     items = [(tag, mime, text) for tag, mime, text in
-             (_render(output, tb_maxlen) for output in _ordered(outputs)) if text]
+             (_render(output, tb_maxlen) for output in _joined_streams(outputs)) if text]
     if len(items) == 1:
         return items[0][2]
     return "\n".join(_tagged(tag, mime, text) for tag, mime, text in items)
 
 
-def _ordered(outputs):
-    """The outputs with each stream's pieces joined, in ``ORDER``."""
-    streams, others = {}, []
+def _joined_streams(outputs):
+    """The outputs with each run of pieces of one stream joined into one (empty pieces,
+    which show nothing, do not break a run)."""
+    joined = []
     for output in outputs:
-        if output.get("output_type") == "stream":
-            streams.setdefault(output.get("name", "stdout"), []).append(_joined(output.get("text")))
-        else:
-            others.append(output)
-    joined = [{"output_type": "stream", "name": name, "text": "".join(texts)}
-              for name, texts in streams.items()]
-    return sorted(others + joined, key=_rank)  # sorted() is stable: ties keep their order
-
-
-def _rank(output):
-    kind = output.get("output_type")
-    tag = output["name"] if kind == "stream" else kind
-    return ORDER.index(tag) if tag in ORDER else ORDER.index("stderr") + 0.5
+        if output.get("output_type") != "stream":
+            joined.append(output)
+            continue
+        name, text = output.get("name", "stdout"), _joined(output.get("text"))
+        last = joined[-1] if joined else {}
+        if last.get("output_type") == "stream" and last["name"] == name:
+            last["text"] += text
+        elif text:
+            joined.append({"output_type": "stream", "name": name, "text": text})
+    return joined
 
 
 def _render(output, tb_maxlen):
@@ -79,16 +82,63 @@ def _joined(value):
 
 
 def _preferred(data, metadata):
-    """``(mime, text)``: the first non-empty text mime, an image's note, or text/plain."""
-    for mime in TEXT_MIMES:
-        text = strip_ansi(_joined(data.get(mime)))
-        if text:
-            return mime, text
+    """``(mime, text)``: markdown, an image's note, the plain text unless it is a bare
+    default repr, HTML (without its styles and scripts), JavaScript, LaTeX, or plain."""
+    markdown = strip_ansi(_joined(data.get(MARKDOWN)))
+    if markdown:
+        return MARKDOWN, markdown
     for mime in IMAGE_MIMES:
         value = _joined(data.get(mime))
         if value:
             return mime, image_note(mime, value, metadata.get(mime) or {})
-    return PLAIN, strip_ansi(_joined(data.get(PLAIN)))
+    plain = strip_ansi(_joined(data.get(PLAIN)))
+    if plain and not _DEFAULT_REPR.fullmatch(plain.strip()):
+        return PLAIN, plain
+    for mime in TEXT_MIMES:
+        text = strip_ansi(_joined(data.get(mime)))
+        if mime == "text/html":
+            text = _STYLES_AND_SCRIPTS.sub("", text)
+        if text.strip():
+            return mime, text
+    return PLAIN, plain
+
+
+# -- what the JSON reply adds --
+
+def closing_line(reply, paging):
+    """One line, in brackets, of what the reply's JSON adds to its outputs
+    (``closing_parts``), for the end of its text."""
+    return "[" + "; ".join(closing_parts(reply, paging)) + "]"
+
+
+def closing_parts(reply, paging):
+    """Short phrases: the state stored, or that none was and why; the checkpoints; each
+    cut stream and ``paging(exec_id, stream, facts)``, how to read all of it; the names
+    a crash or restart would lose; what the cell waited for before it ran."""
+    parent = reply["parent"]
+    if reply["error"] is not None:
+        parts = [f"{reply['error']['ename']}, no state stored ({parent!r} is unchanged)"]
+    elif reply["state_name"] is None:
+        parts = [f"no state stored, as asked ({parent!r} is unchanged)"]
+    else:
+        parts = [f"new state {reply['state_name']!r} (from {parent!r})"]
+    names = [point["state_name"] for point in reply.get("checkpoints", ())]
+    if 0 < len(names) <= MAX_LISTED:
+        parts.append("checkpoints: " + ", ".join(map(repr, names)))
+    elif names:
+        parts.append(f"{len(names)} checkpoints, {names[0]!r} to {names[-1]!r}")
+    for stream, facts in reply.get("truncated", {}).items():
+        parts.append(f"{stream} was cut: {paging(reply['exec_id'], stream, facts)} pages "
+                     "through all of it")
+    if reply.get("lost"):
+        parts.append("not saved to the state directory, so a crash or restart loses: "
+                     + ", ".join(sorted(reply["lost"])))
+    waited = reply.get("waited")
+    if waited:
+        parts.append(f"waited {waited['seconds']:.1f} s before it ran (its timeout did not "
+                     f"run meanwhile) for {', '.join(map(repr, waited['for']))}: "
+                     + "; ".join(waited["settings"]))
+    return parts
 
 
 # -- streams: what a terminal would show --

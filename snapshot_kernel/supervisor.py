@@ -18,6 +18,8 @@ signal sent meanwhile is held, never lost (CLAUDE.md's trap on signals and fork)
   SIGKILL, ...) or an exit status (``os._exit`` in a cell). The supervisor says so
   on stderr and forks the next server process at once, handing it a
   ``crashes.Crash``: the cause, and the executions the ``crashes.Journal`` lists.
+  A server process that exits with ``crashes.FORCED_EXIT`` after naming an execution
+  in the journal was ended by a forced stop of that execution: the cause says so.
 - Crash loops are bounded. A server process that dies of a signal before it is
   ready (listening, its state directory read) is started again after a pause
   that doubles each time, and after MAX_START_FAILURES such deaths in a row the
@@ -65,11 +67,13 @@ def supervise(serve, stop_timeout, journal, stop=None):
         status, stopping = _wait(pid, stop_timeout, oom_kills)
         if stopping:
             return _stopped_status(status)
+        stopped = journal.stopped() if _exited_with(status, crashes.FORCED_EXIT) else None
         ready, running = journal.take()
-        cause = crashes.cause_of(status, oom_kills, crashes.oom_kills())
+        cause = (crashes.cause_of(status, oom_kills, crashes.oom_kills()) if stopped is None
+                 else crashes.forced_cause(stopped))
         if ready:
             failures = 0
-            crash = crashes.Crash(cause, time.time(), running)
+            crash = crashes.Crash(cause, time.time(), running, stopped)
             _say(f"the server process {cause['cause']}{_while_running(running)}; "
                  "starting a new one")
             continue
@@ -141,6 +145,10 @@ def _wait(pid, stop_timeout, oom_kills):
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return status, deadline is not None
+
+
+def _exited_with(status, code):
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == code
 
 
 def _stopped_status(status):

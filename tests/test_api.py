@@ -158,6 +158,8 @@ BAD_NAMES = ["", "a/b", "a\\b", "x\n", "tab\there", "\u0000", ".", "..", " lead"
 
 BAD_REQUESTS = [
     pytest.param("/execute", b"{not json", "JSON", id="not-json"),
+    pytest.param("/execute", b'{"code": "x = 1\ny = 2", "state_name": "initial"}',
+                 "must be sent escaped, as \\n", id="raw-newline-in-a-string"),
     pytest.param("/execute", b"\xff\xfe", "JSON", id="not-utf8"),
     pytest.param("/execute", b'["code", "state_name"]', "array", id="array"),
     pytest.param("/execute", b"null", "null", id="json-null"),
@@ -207,6 +209,48 @@ NOT_FOUND = [
 def test_an_unknown_name_or_route_is_404(app, method, path, body):
     assert_json_error(send(app, method, path, body), 404)
     assert state_names(app) == ["initial"]
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("GET", "/states/clean_imput", None), ("DELETE", "/states/clean_imput", None),
+    ("GET", "/states/clean_imput/diff/initial", None), ("GET", "/states/clean_imput/export", None),
+    ("POST", "/execute", {"code": "1", "state_name": "clean_imput"})])
+def test_a_misspelt_state_name_is_404_suggesting_the_nearest(app, method, path, body):
+    execute(app, "x = 1", new_state_name="clean_impute")
+    execute(app, "x = 2", new_state_name="unrelated")
+    response = send(app, method, path, body)
+    assert_json_error(response, 404)
+    assert response.json["error"] == ("no state named 'clean_imput'; did you mean "
+                                      "'clean_impute'? GET /states lists them")
+    assert state_names(app) == ["initial", "clean_impute", "unrelated"]
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("GET", "/states/base%20", None), ("DELETE", "/states/%20base", None),
+    ("GET", "/states/base%09/diff/initial", None),
+    ("POST", "/execute", {"code": "1", "state_name": "base "}),
+    ("GET", "/executions/job%20", None), ("GET", "/executions/job%20/output", None),
+    ("POST", "/interrupt", {"exec_id": " job"})])
+def test_a_name_with_whitespace_at_an_end_is_400_not_404_as_no_state_can_have_it(
+        app, method, path, body):
+    execute(app, "x = 1", new_state_name="base")
+    response = send(app, method, path, body)
+    assert_json_error(response, 400)
+    assert "start or end with whitespace" in response.json["error"]
+    assert state_names(app) == ["initial", "base"]
+
+
+def test_an_exec_id_whose_record_is_kept_is_refused_and_the_record_stays(app):
+    first = execute(app, "print('first')", exec_id="job")
+    response = send(app, "POST", "/execute", {"code": "print('second')", "state_name": "initial",
+                                              "exec_id": "job"})
+    assert_json_error(response, 409)
+    assert response.json["error"] == (
+        "execution 'job' has ended and its record is still kept (GET /executions/job); sending "
+        "it again would replace that record: pick another exec_id")
+    assert app.get("/executions/job").json["reply"] == first
+    assert app.get("/executions/job/output").json["text"] == "first\n"
+    assert state_names(app) == ["initial", first["state_name"]]
 
 
 def test_a_path_that_is_not_utf8_is_400_and_names_no_other_state(app):

@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = {"run": ["--quick"], "bigdata": ["--quick"], "branches": ["--quick"],
          "cliffs": ["--quick"], "crashes": ["--quick"], "durable": ["--quick"],
          "memory": ["--quick"], "portable": ["--quick"], "smallstates": ["--quick"],
-         "settings": [], "stop": ["--quick"]}
+         "settings": [], "stop": ["--quick"], "agentday": ["--quick"]}
 
 
 def test_every_benchmark_is_listed():

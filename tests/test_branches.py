@@ -368,6 +368,12 @@ def test_a_job_that_waits_says_so_over_http(snapshot_server):
     reply = client.execution("after", wait=10)["reply"]
     assert reply["output"] == [{"output_type": "stream", "name": "stdout", "text": "ran\n"}]
     assert reply["waited"]["for"] == ["patching"] and reply["waited"]["seconds"] > 0.5
+    client.execute("json.dumps = lambda obj, **k: 'again'\ntime.sleep(1.5)", "base",
+                   exec_id="patching again", wait=False)
+    _until(lambda: client.execution("patching again")["status"] == "running")
+    text = client.execute("print('ran')", "base", new_state_name="text", format="text")
+    assert text.startswith("ran\n\n[new state 'text' (from 'base'); waited ")
+    assert "for 'patching again': module attributes: json.dumps" in text
 
 
 def _until(condition):

@@ -27,26 +27,27 @@ from test_server import TOKEN, Server, start_server  # noqa: F401
 MAX_FILE = 1_000_000
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """One server for the module: a working directory of its own, files up to MAX_FILE,
+@pytest.fixture(scope="module", params=clients.KINDS)
+def served(request, tmp_path_factory):
+    """One server for the module's tests with each kind of client (an exec_id whose record
+    is kept cannot be sent again): a working directory of its own, files up to MAX_FILE,
     one request at a time that waits on a cell, idle connections closed after 1 s."""
     work = tmp_path_factory.mktemp("served")
     server = Server(TOKEN, ["--workdir", str(work), "--max-file", str(MAX_FILE),
                             "--threads", "4", "--max-running", "1", "--request-timeout", "1"])
     server.wait_until_listening()
-    yield server, work
+    yield server, work, request.param
     server.stop()
 
 
-@pytest.fixture(params=clients.KINDS)
-def make(request):
+@pytest.fixture
+def make(served):
     """``make(url, token=TOKEN, **options)``: a client of the kind the test runs with, closed
     at teardown."""
     made = []
 
     def client(url, token=TOKEN, **options):
-        made.append(clients.make(request.param, url, token, **options))
+        made.append(clients.make(served[2], url, token, **options))
         return made[-1]
 
     yield client
@@ -135,6 +136,11 @@ def test_states_are_listed_described_diffed_deleted_and_reset(kernel):
     diff = kernel.diff("a b?c%", "d#e")
     assert (set(diff["added"]), set(diff["changed"]), diff["removed"]) == ({"y"}, {"x"}, {})
     assert kernel.delete("a b?c%") == {"deleted": "a b?c%"}
+    assert kernel.execute("x = 3", store=False)["state_name"] is None
+    kernel.execute("f = 1", "d#e", new_state_name="f")
+    assert [(e["name"], e["depth"]) for e in kernel.states(tree=True)["states"]] == [
+        ("initial", 0), ("d#e", 0), ("f", 1)]  # d#e's parent is gone: it is a root
+    assert kernel.delete("d#e", descendants=True) == {"deleted": "d#e", "descendants": ["f"]}
     assert kernel.reset() == {"states": ["initial"]}
     assert kernel.states() == {"states": ["initial"]}
 
@@ -351,7 +357,8 @@ def test_format_text_is_the_servers_concise_text_with_the_names_beside_it(kernel
     reply = kernel.execute("print('hi')\n41 + 1", new_state_name="t", exec_id="tx",
                            format="text")
     assert isinstance(reply, TextReply)
-    assert reply == "<stdout>\nhi\n</stdout>\n<execute_result>\n42\n</execute_result>"
+    assert reply == ("<stdout>\nhi\n</stdout>\n<execute_result>\n42\n</execute_result>\n"
+                     "[new state 't' (from 'initial')]")
     assert (reply.exec_id, reply.state_name, reply.parent, reply.error_name) == (
         "tx", "t", "initial", None)
     assert reply.raise_for_error() is reply

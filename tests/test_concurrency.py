@@ -7,7 +7,8 @@ import pytest
 
 import helpers
 from helpers import WAIT, in_background, ok, stdout, wait_until_running
-from snapshot_kernel.kernel import ExecutionExists, StateExists, UnknownExecution
+from snapshot_kernel.kernel import (ExecutionExists, InvalidName, StateExists,
+                                    UnknownExecution)
 
 @pytest.fixture
 def uncaught(monkeypatch):
@@ -165,9 +166,10 @@ def test_an_interrupt_only_affects_its_target(kernel, signal_name):
     assert bystander()["error"] is None
 
 
-@pytest.mark.parametrize("exec_id", ["never-ran", ""])
-def test_interrupting_an_unknown_execution_is_an_error(kernel, exec_id):
-    with pytest.raises(UnknownExecution):
+@pytest.mark.parametrize("exec_id, error", [("never-ran", UnknownExecution),
+                                             ("", InvalidName), ("trail ", InvalidName)])
+def test_interrupting_an_unknown_execution_is_an_error(kernel, exec_id, error):
+    with pytest.raises(error):
         kernel.interrupt(exec_id)
 
 

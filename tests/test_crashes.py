@@ -12,6 +12,7 @@ still ends the server within 5 s. Every wait is bounded.
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -560,7 +561,64 @@ def test_an_execution_whose_state_was_saved_before_the_crash_is_not_reported():
     noted = [{"exec_id": "checkpointed", "checkpoints": [{"state_name": "checkpointed@1"}]}]
     cut_short = crash.cut_short({"initial": None, "state-7": None}, noted)
     assert [summary["exec_id"] for summary in cut_short] == ["checkpointed", "saving", "running"]
-    assert cut_short[0] is noted[0]  # the state directory's record lists the checkpoints
+    # The state directory's record lists the checkpoints; the journal kept the output.
+    assert cut_short[0]["checkpoints"] == noted[0]["checkpoints"]
+    assert cut_short[0]["output"] == []
+
+
+def test_the_journal_keeps_the_latest_output_of_each_execution_in_order():
+    journal = crashes.Journal(slots=2)
+    first, second = (journal.running(Run(exec_id)) for exec_id in ("first", "second"))
+    first.write("stdout", "loading\n")
+    first.write("stderr", "a warning\n")
+    first.write("stdout", "é and \ud800 kept\n")
+    for number in range(5000):
+        second.write("stdout", f"{number}\n")
+    journal.ready()
+    outputs = {summary["exec_id"]: summary["output"] for summary in journal.take()[1]}
+    assert outputs["first"] == [
+        {"output_type": "stream", "name": "stdout", "text": "loading\n"},
+        {"output_type": "stream", "name": "stderr", "text": "a warning\n"},
+        {"output_type": "stream", "name": "stdout", "text": "é and \ufffd\ufffd\ufffd kept\n"}]
+    [kept] = outputs["second"]
+    marker, rest = kept["text"].split("\n", 1)
+    assert re.fullmatch(r"\[\.\.\. \d+ bytes of earlier output not kept \.\.\.\]", marker)
+    assert rest.endswith("4998\n4999\n")
+    numbers = [int(line) for line in rest.splitlines()]
+    assert numbers == list(range(numbers[0], 5000))  # whole lines, none missing
+
+
+def test_an_output_write_cut_short_by_the_crash_spoils_nothing_read():
+    journal = crashes.Journal(slots=1)
+    tail = journal.running(Run("cut"))
+    for number in range(3000):
+        tail.write("stdout", f"{number}\n")
+    before = tail.outputs()
+    # A write that died after copying its bytes and before counting them: the bytes it
+    # overwrote are the ring's oldest, which a reader leaves out.
+    start = int.from_bytes(journal._map[crashes._HEADER + crashes._RECORD:][:8], "little")
+    ring = crashes._HEADER + crashes._RECORD + 8
+    size = crashes._RING - 8
+    for index in range(crashes._MAX_PIECE):
+        journal._map[ring + (start + index) % size] = 0x41
+    assert tail.outputs() == before
+
+
+def test_a_slot_used_again_starts_with_no_output():
+    journal = crashes.Journal(slots=1)
+    journal.running(Run("one")).write("stdout", "old\n")
+    journal.ended("one")
+    journal.running(Run("two"))
+    assert journal.take()[1][0]["output"] == []
+
+
+def test_the_journal_names_the_execution_a_forced_stop_ends_the_process_for():
+    journal = crashes.Journal(slots=1)
+    assert journal.stopped() is None
+    journal.forced("stuck-svd")
+    assert journal.stopped() == "stuck-svd"
+    journal.take()
+    assert journal.stopped() is None
 
 
 def test_a_journal_in_a_file_outlives_its_processes_and_tells_a_stop_from_a_kill(tmp_path):

@@ -75,6 +75,22 @@ def test_functions_classes_closures_and_aliases_come_back(state_dir):
     assert printed(kernel, code, "mixed") == "6 True True 2 18 16\n30 10 10\n"
 
 
+def test_a_figure_of_a_pandas_time_series_is_saved_and_comes_back(state_dir):
+    # pandas' date locators hold a library function behind functools.cache, which the
+    # copier copied into a new cache that pickle could not save by name: it was lost.
+    code = ("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+            "import pandas as pd\nts = pd.Series(range(24), index=pd.date_range("
+            "'2020-01', periods=24, freq='MS'))\nfig, ax = plt.subplots()\nts.plot(ax=ax)\n"
+            "plt.close(fig)")
+    private = SnapshotKernel(state_dir=os.path.join(state_dir, "private"), private_dir=True)
+    assert "lost" not in ok(private, code)  # the crash-safe default's directory
+    private.close()
+    assert "lost" not in ok(SnapshotKernel(state_dir=state_dir), code, new_state_name="ts")
+    kernel = restarted(state_dir)
+    assert printed(kernel, "fig.canvas.draw()\nprint(len(fig.axes), "
+                           "ax.get_xticklabels()[0].get_text() != '')", "ts") == "1 True\n"
+
+
 def test_a_directory_saved_before_the_package_had_folders_still_loads(state_dir, monkeypatch):
     """Pickles in older state directories name ``snapshot_kernel.persist``."""
     old = "snapshot_kernel.persist"

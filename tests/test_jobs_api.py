@@ -4,9 +4,13 @@ and full output, concise text for models, and a waiting client that hangs up."""
 import threading
 
 import pytest
+import webtest
 
 import helpers
+from conftest import TOKEN
 from helpers import WAIT, wait_until_running
+from snapshot_kernel.kernel import SnapshotKernel
+from snapshot_kernel.main import create_app
 from snapshot_kernel.web.server import CLIENT_GONE
 
 
@@ -70,7 +74,8 @@ def test_text_for_models(app, fields, environ):
     response = app.post_json("/execute", {"code": "print('hi')\n41 + 1", "state_name": "initial",
                                           "new_state_name": "t", **fields}, extra_environ=environ)
     assert response.content_type == "text/plain"
-    assert response.text == "<stdout>\nhi\n</stdout>\n<execute_result>\n42\n</execute_result>"
+    assert response.text == ("<stdout>\nhi\n</stdout>\n<execute_result>\n42\n</execute_result>\n"
+                             "[new state 't' (from 'initial')]")
     assert response.headers["X-State-Name"] == "t" and response.headers["X-Exec-Id"]
 
 
@@ -79,13 +84,46 @@ def test_text_of_a_failing_cell_names_the_error(app):
                                           "format": "text"})
     assert response.headers["X-Error-Name"] == "ZeroDivisionError"
     assert "X-State-Name" not in response.headers
-    assert response.text.endswith("ZeroDivisionError: division by zero")
+    assert response.text.endswith("ZeroDivisionError: division by zero\n"
+                                  "[ZeroDivisionError, no state stored ('initial' is unchanged)]")
 
 
 def test_a_single_output_comes_back_bare(app):
     response = app.post_json("/execute", {"code": "6 * 7", "state_name": "initial",
-                                          "format": "text"})
-    assert response.text == "42"
+                                          "new_state_name": "six", "format": "text"})
+    assert response.text == "42\n[new state 'six' (from 'initial')]"
+
+
+def text_reply(app, code, **fields):
+    return app.post_json("/execute", {"code": code, "state_name": "initial", "format": "text",
+                                      **fields}).text
+
+
+def test_the_closing_line_gives_the_exact_route_that_pages_a_cut_stream(app):
+    text = text_reply(app, "for i in range(1000):\n    print(i)", exec_id="a b?c%", max_output=40)
+    route = text.splitlines()[-1].split("stdout was cut: GET ", 1)[1].split(" pages")[0]
+    assert route == "/executions/a%20b%3Fc%25/output?stream=stdout"
+    assert app.get(route + "&offset=0&limit=4").json["text"] == "0\n1\n"
+    assert text.index("999\n") < text.index("[new state")
+
+
+def test_the_closing_line_names_checkpoints_and_what_a_crash_would_lose(tmp_path):
+    kernel = SnapshotKernel(state_dir=str(tmp_path))
+    app = webtest.TestApp(create_app(kernel, TOKEN))
+    app.authorization = ("Bearer", TOKEN)
+    text = text_reply(app, "import threading\nlock = threading.Lock()\ncheckpoint()\n"
+                           "checkpoint();", new_state_name="held")
+    assert text == ("[new state 'held' (from 'initial'); checkpoints: 'held@1', 'held@2'; "
+                    "not saved to the state directory, so a crash or restart loses: lock]")
+    kernel.close()
+
+
+def test_a_dataframe_reads_as_its_plain_table_not_its_html(app):
+    import pandas
+    frame = pandas.DataFrame({"a": [1.5, 2.0, 3.25], "b": ["x", "y", "z"]})
+    text = text_reply(app, "import pandas\npandas.DataFrame({'a': [1.5, 2.0, 3.25], "
+                           "'b': ['x', 'y', 'z']})", new_state_name="frame")
+    assert text == repr(frame) + "\n[new state 'frame' (from 'initial')]"
 
 
 def test_an_unknown_format_is_400(app):

@@ -194,6 +194,41 @@ def test_cuts_fall_at_line_boundaries_where_a_line_ends(kernel, code, shown):
     assert stdout(ok(kernel, code, max_output=200)) == shown
 
 
+def shapes(reply):
+    """Each output as ``kind`` or ``kind:stream`` and its text, in the reply's order."""
+    return [(item["output_type"] + (":" + item["name"] if "name" in item else ""),
+             item.get("text") or item.get("data", {}).get("text/plain"))
+            for item in reply["output"]]
+
+
+def test_a_cut_streams_tail_comes_before_the_result_as_it_happened(kernel):
+    reply = ok(kernel, "for i in range(1000):\n    print(i)\n'done'", max_output=40)
+    assert [kind for kind, _ in shapes(reply)] == ["stream:stdout", "stream:stdout",
+                                                   "execute_result"]
+    assert shapes(reply)[1][1].startswith("[... ") and shapes(reply)[1][1].endswith("999\n")
+
+
+def test_a_tail_written_around_a_display_stays_around_it(kernel):
+    code = ("for i in range(1000):\n    print(i)\ndisplay('shown')\nprint('end')\n"
+            "import sys\nprint('warned', file=sys.stderr)\nprint('last')")
+    reply = ok(kernel, code, max_output=40)
+    kinds = shapes(reply)
+    assert [kind for kind, _ in kinds] == ["stream:stdout", "stream:stdout", "display_data",
+                                           "stream:stdout", "stream:stderr", "stream:stdout"]
+    assert kinds[1][1].endswith("998\n999\n") and kinds[2][1] == "'shown'"
+    assert [text for _, text in kinds[3:]] == ["end\n", "warned\n", "last\n"]
+
+
+def test_two_streams_past_their_heads_keep_their_interleaving(kernel):
+    code = ("import sys\nfor i in range(200):\n    print('o', i)\n"
+            "    print('e', i, file=sys.stderr)\n    sys.stderr.flush()")
+    reply = ok(kernel, code, max_output=40)
+    tails = [text for kind, text in shapes(reply)[2:]]
+    assert "".join(tails).endswith("o 199\ne 199\n")
+    ends = [text.rstrip("\n").rsplit("\n", 1)[-1] for text in tails]
+    assert ends[-2:] == ["o 199", "e 199"]
+
+
 def test_an_interrupt_while_writes_are_sorted_in_loses_and_repeats_nothing(monkeypatch):
     # Prints wait in a batch; the cell's interrupt can land while a batch is sorted
     # into head, tail and full text. The batch is then sorted again, whole, later.
@@ -210,8 +245,8 @@ def test_an_interrupt_while_writes_are_sorted_in_loses_and_repeats_nothing(monke
     expected = fill(Capture(200), lines)
     keep_tail = Stream.keep_tail
 
-    def interrupted_once(stream, text, room):
-        keep_tail(stream, text, room)  # half done: the tail changed, the rest not yet
+    def interrupted_once(stream, text, *where):
+        keep_tail(stream, text, *where)  # half done: the tail changed, the rest not yet
         if not interrupted:
             raise KeyboardInterrupt
 

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -32,7 +33,7 @@ from test_server import TOKEN as SERVER_TOKEN, Server, call  # noqa: E402  (a se
 
 TIMEOUT = 10  # seconds: the bound on every wait and every tool call
 TOKEN = "mcp-test-token"
-TOOLS = {"execute_code", "list_states", "get_state", "delete_state", "interrupt",
+TOOLS = {"execute_code", "list_states", "get_state", "diff_states", "delete_state", "interrupt",
          "list_executions", "get_execution", "read_output", "read_file", "write_file",
          "list_files"}
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -213,9 +214,14 @@ def test_a_cut_stream_is_paged_in_full_with_read_output(mcp):
 
 def test_states_are_listed_described_and_deleted(mcp):
     mcp.call("execute_code", code="import math\nitems = [1, 2]", new_state_name="mcp-described")
+    named = mcp.call("list_states", tree=False)
+    assert "mcp-described" in texts(named)[0].split("\n")
+    assert named.structured_content["states"][0] == "initial"
     listed = mcp.call("list_states")
-    assert "mcp-described" in texts(listed)[0].split("\n")
-    assert listed.structured_content["states"][0] == "initial"
+    line = next(line for line in texts(listed)[0].splitlines() if "mcp-described" in line)
+    assert line.startswith(("├── mcp-described  [", "└── mcp-described  [")), line
+    assert line.endswith("]  import math")
+    assert listed.structured_content["states"][0]["name"] == "initial"
     described = mcp.call("get_state", state_name="mcp-described")
     text = texts(described)[0]
     assert text.startswith("state 'mcp-described', child of 'initial', made ")
@@ -224,12 +230,33 @@ def test_states_are_listed_described_and_deleted(mcp):
                                                                    "repr": "[1, 2]"}
     deleted = mcp.call("delete_state", state_name="mcp-described")
     assert deleted.structured_content == {"deleted": "mcp-described"}
-    assert "mcp-described" not in mcp.call("list_states").structured_content["states"]
+    assert "mcp-described" not in mcp.call("list_states", tree=False).structured_content[
+        "states"]
+
+
+def test_a_branch_is_diffed_and_deleted_whole_and_a_throwaway_cell_stores_nothing(mcp):
+    mcp.call("execute_code", code="xs = [1, 2]\nlr = 0.1", new_state_name="mcp-trunk")
+    mcp.call("execute_code", code="xs = xs + [3]\nlr = 0.1\nnote = 'n'",
+             state_name="mcp-trunk", new_state_name="mcp-branch")
+    mcp.call("execute_code", code="y = 1", state_name="mcp-branch", new_state_name="mcp-twig")
+    diff = mcp.call("diff_states", state_name="mcp-trunk", other="mcp-branch")
+    assert texts(diff)[0] == ("from 'mcp-trunk' to 'mcp-branch': 1 added, 0 removed, 1 changed\n"
+                              "added:\n  note: str of 1 = 'n'\nchanged:\n"
+                              "  xs: list of 2 = [1, 2]\n      -> list of 3 = [1, 2, 3]")
+    assert set(diff.structured_content["changed"]) == {"xs"}  # lr: equal, so unchanged
+    probe = mcp.call("execute_code", code="len(xs)", state_name="mcp-branch", store=False)
+    assert texts(probe)[0] == "3" and probe.structured_content["state_name"] is None
+    assert "no state stored, as asked" in texts(probe)[-1]
+    gone = mcp.call("delete_state", state_name="mcp-branch", descendants=True)
+    assert texts(gone)[0] == "deleted state 'mcp-branch' and the 1 made from it: 'mcp-twig'"
+    left = mcp.call("list_states", tree=False).structured_content["states"]
+    assert "mcp-trunk" in left and not {"mcp-branch", "mcp-twig"} & set(left)
 
 
 REFUSED_CALLS = {
-    "unknown state": ("get_state", {"state_name": "mcp-nope"},
-                      "no state named 'mcp-nope'; list_states lists them"),
+    "unknown state": ("get_state", {"state_name": "mcp-nope"}, "no state named 'mcp-nope'"),
+    "unknown state, said how to list them": ("get_state", {"state_name": "zzz"},
+                                             "no state named 'zzz'; list_states lists them"),
     "unknown state, by the old argument name": ("get_state", {"name": "mcp-nope"},
                                                 "no state named 'mcp-nope'"),
     "run on an unknown state": ("execute_code", {"code": "1", "state_name": "mcp-nope"},
@@ -248,6 +275,10 @@ REFUSED_CALLS = {
     "a missing argument": ("execute_code", {"state_name": "initial"},
                            "'code' is required: execute_code takes code, state_name?"),
     "interrupt nothing": ("interrupt", {"exec_id": "mcp-nope"}, "no running execution"),
+    "force without a supervisor": ("interrupt", {"exec_id": "mcp-nope", "force": True},
+                                   "only a server with its supervisor can do"),
+    "diff of an unknown state": ("diff_states", {"state_name": "initial", "other": "mcp-nop"},
+                                 "no state named 'mcp-nop'"),
     "unknown execution": ("get_execution", {"exec_id": "mcp-nope"},
                           "list_executions lists the running ones"),
     "bad stream": ("read_output", {"exec_id": "mcp-nope", "stream": "stdin"}, "stdout"),
@@ -419,12 +450,41 @@ def test_in_front_of_a_server_the_tools_act_on_its_states(portal, stdio_log, htt
                           code="import time\ntime.sleep(1.5)\nx + 1")
         assert texts(slow)[0] == "43" and seen
         assert "no state named 'nope'" in texts(front.call("get_state", state_name="nope"))[0]
-        assert front.call("list_states").structured_content["states"] == [
+        assert front.call("list_states", tree=False).structured_content["states"] == [
             "initial", "fronted", slow.structured_content["state_name"]]
         front.call("write_file", path="sub/fronted.txt", content="on the server")
         assert (tmp_path / "sub" / "fronted.txt").read_text() == "on the server"
         assert texts(front.call("read_file", path="sub/fronted.txt"))[0] == "on the server"
         assert front.call("list_files", path="sub").structured_content["files"][0]["size"] == 13
+
+
+def test_in_front_of_a_server_a_forced_stop_ends_a_cell_stuck_in_c(portal, stdio_log,
+                                                                   http_server):
+    url = f"http://127.0.0.1:{http_server.port}"
+    env = {"SNAPSHOT_KERNEL_TOKEN": SERVER_TOKEN}
+    with portal.wrap_async_context_manager(_over_stdio(["--url", url], env, stdio_log)) as s:
+        front = Client(portal, s)
+        front.call("execute_code", code="kept = 1", new_state_name="kept")
+        code = ("import threading\nlock = threading.Lock()\nlock.acquire()\n"
+                "print('blocking', flush=True)\nlock.acquire()")
+        front.call("execute_code", code=code, exec_id="mcp-stuck", wait=False)
+        deadline = time.monotonic() + TIMEOUT
+        while "blocking" not in texts(front.call("get_execution", exec_id="mcp-stuck"))[0]:
+            assert time.monotonic() < deadline, "the cell did not start"
+            time.sleep(0.05)
+        stopped = front.call("interrupt", exec_id="mcp-stuck", force=True)
+        assert stopped.structured_content == {"interrupted": "mcp-stuck", "replaced": True}
+        while True:  # the old process ends; the front asks again, of the new one
+            record = front.call("get_execution", exec_id="mcp-stuck", wait=1)
+            if record.structured_content is not None:  # not a refusal: the record
+                break
+            assert time.monotonic() < deadline + TIMEOUT, texts(record)
+        assert record.structured_content["status"] == "interrupted"
+        assert record.structured_content["interrupt_reason"] == "force"
+        assert texts(record)[0].startswith("<stdout>\nblocking\n</stdout>")
+        assert "stopped by force" in texts(record)[0]
+        names = front.call("list_states", tree=False).structured_content["states"]
+        assert names == ["initial", "kept"]
 
 
 class HttpMcp:

@@ -126,6 +126,20 @@ def test_a_started_cell_is_waited_for_and_gives_the_reply_of_the_http_api(backen
     assert backend.delete("b-one") == {"deleted": "b-one"}
 
 
+def test_trees_diffs_throwaway_cells_and_branches_alike(backend):
+    backend.start("xs = [1]", "initial", "b-a", "b-a-job")
+    backend.execution("b-a-job", WAIT)
+    backend.start("xs = xs + [2]", "b-a", "b-b", "b-b-job")
+    backend.execution("b-b-job", WAIT)
+    backend.start("len(xs)", "b-b", exec_id="b-probe", store=False)
+    assert backend.execution("b-probe", WAIT)["reply"]["state_name"] is None
+    assert [(e["name"], e["depth"]) for e in backend.states(tree=True)["states"]] == [
+        ("initial", 0), ("b-a", 1), ("b-b", 2)]
+    assert set(backend.diff("b-a", "b-b")["changed"]) == {"xs"}
+    assert backend.delete("b-a", descendants=True) == {"deleted": "b-a", "descendants": ["b-b"]}
+    assert backend.states() == {"states": ["initial"]}
+
+
 def test_names_that_urls_would_mangle_arrive_whole(backend):
     name = "a b?c#d%20e&f"
     backend.start("y = 1", "initial", name, name)
@@ -165,6 +179,8 @@ REFUSALS = {
     "name taken": (lambda b: b.start("1", "initial", "initial"), "already exists"),
     "bad timeout": (lambda b: b.start("1", "initial", timeout=-1), "timeout"),
     "interrupt nothing": (lambda b: b.interrupt("nope"), "no running execution 'nope'"),
+    "force without a supervisor": (lambda b: b.interrupt("nope", force=True),
+                                   "only a server with its supervisor can do"),
     "unknown execution": (lambda b: b.execution("nope"), "no execution 'nope'"),
     "a file outside": (lambda b: b.read_file("../x"), "'..'"),
     "a missing file": (lambda b: b.read_file("nope"), "no file or directory 'nope'"),

@@ -132,6 +132,9 @@ def world(kernel, held, tmp_path):
     (tmp_path / "notes.txt").write_bytes(b"hello")
     (tmp_path / "data" / "x.csv").write_bytes(b"a,b\n")
     kernel.execute("x = 1", "initial", new_state_name="keep")
+    kernel.execute("import threading, numpy\nx = 'two'\nlock = threading.Lock()\n"
+                   "a = numpy.zeros((2, 2))", "keep", new_state_name="valued")
+    kernel.execute("lock = threading.Lock()", "valued", new_state_name="relocked")
     kernel.execute("checkpoint(progress='1/1')\nprint('x' * 300)", "initial", exec_id="done",
                    max_output=50)
     kernel.start(held[0], "initial", exec_id="held")
@@ -209,6 +212,30 @@ def test_every_operation_names_both_auth_forms_and_the_errors_of_every_route(wor
         assert set(vocabulary.COMMON_ERRORS) <= set(operation["responses"]), operation["operationId"]
 
 
+def test_every_field_of_a_cut_stream_says_what_it_counts(world):
+    truncated = world.get("/openapi.json").json["components"]["schemas"]["Truncated"]
+    assert all(field["description"] for field in truncated["properties"].values())
+    assert "kept for paging" in truncated["properties"]["kept_characters"]["description"]
+
+
+def test_agent_hosts_md_lists_every_operation_id(world):
+    page = open(os.path.join(os.path.dirname(__file__), "..", "docs", "agent-hosts.md"),
+                encoding="utf-8").read()
+    listed = re.search(r"names it as\s+a tool: (.*?)\. `tests/test_openapi\.py`", page, re.S)
+    assert listed, "agent-hosts.md no longer lists the operationIds where this test looks"
+    names = re.findall(r"`(\w+)`", listed.group(1))
+    ids = [operation["operationId"] for operation in operations(world.get("/openapi.json").json)]
+    assert sorted(names) == sorted(ids)
+
+
+def test_each_operation_documents_exactly_the_query_parameters_its_route_takes(world):
+    document = world.get("/openapi.json").json
+    for route in world.app.routes:
+        operation = document["paths"][openapi_path(route.rule)][route.method.lower()]
+        documented = {p["name"] for p in operation.get("parameters", []) if p["in"] == "query"}
+        assert documented == set(route.config.get("query", ())), operation["operationId"]
+
+
 def test_the_request_schemas_are_main_s_field_tables(world):
     schemas = world.get("/openapi.json").json["components"]["schemas"]
     for name, fields in (("ExecuteRequest", bodies.EXECUTE_FIELDS),
@@ -275,9 +302,24 @@ REPLIES = {
     "output, unknown execution": ("GET", "/executions/nope/output", None, {}, 404),
     "interrupt": ("POST", "/interrupt", {"exec_id": "held"}, {}, 200),
     "interrupt, no exec_id": ("POST", "/interrupt", {}, {}, 400),
+    "interrupt by force, no supervisor": ("POST", "/interrupt", {"exec_id": "held",
+                                                                "force": True}, {}, 409),
+    "interrupt by force, bad force": ("POST", "/interrupt", {"exec_id": "held", "force": 1},
+                                      {}, 400),
     "interrupt, unknown": ("POST", "/interrupt", {"exec_id": "done"}, {}, 404),
     "interrupt, too large": ("POST", "/interrupt", {"exec_id": "x" * MAX_BODY}, {}, 413),
     "states": ("GET", "/states", None, {}, 200),
+    "states, a tree": ("GET", "/states?tree=true", None, {}, 200),
+    "states, a tree drawn": ("GET", "/states?format=text", None, {}, 200),
+    "states, a tree drawn for Accept": ("GET", "/states", None, {"HTTP_ACCEPT": "text/plain"},
+                                        200),
+    "states, bad tree": ("GET", "/states?tree=yes", None, {}, 400),
+    "states, bad tree drawn": ("GET", "/states?tree=%05&format=text", None, {}, 400),
+    "states, unknown query": ("GET", "/states?tre=1", None, {}, 400),
+    "execute, no state stored": ("POST", "/execute", {**GOOD, "store": False}, {}, 200),
+    "execute, no state stored, named": ("POST", "/execute", {**GOOD, "store": False,
+                                                             "new_state_name": "n"}, {}, 400),
+    "execute, id kept": ("POST", "/execute", {**GOOD, "exec_id": "done"}, {}, 409),
     "a state": ("GET", "/states/keep", None, {}, 200),
     "a checkpoint": ("GET", "/states/done%401", None, {}, 200),
     "an unknown state": ("GET", "/states/nope", None, {}, 404),
@@ -285,9 +327,13 @@ REPLIES = {
                                {"HTTP_AUTHORIZATION": "", "QUERY_STRING": f"token={TOKEN}"}, 200),
     "delete": ("DELETE", "/states/keep", None, {}, 200),
     "delete initial": ("DELETE", "/states/initial", None, {}, 409),
+    "delete with descendants": ("DELETE", "/states/keep?descendants=true", None, {}, 200),
+    "delete, bad descendants": ("DELETE", "/states/keep?descendants=all", None, {}, 400),
     "delete unknown": ("DELETE", "/states/nope", None, {}, 404),
     "delete, client gone": ("DELETE", "/states/keep", None, {CLIENT_GONE: lambda: True}, 499),
     "a diff": ("GET", "/states/initial/diff/keep", None, {}, 200),
+    "a diff of values": ("GET", "/states/keep/diff/valued", None, {}, 200),
+    "a diff, not compared": ("GET", "/states/valued/diff/relocked", None, {}, 200),
     "a diff, unknown state": ("GET", "/states/keep/diff/nope", None, {}, 404),
     "list files": ("GET", "/files/", None, {}, 200),
     "list a directory": ("GET", "/files/data/", None, {}, 200),

@@ -145,7 +145,8 @@ def test_the_walkthrough_works_verbatim(server):
     assert '"status": "running", "location": "/executions/job"' in out
     assert '"status": "completed"' in out and '"state_name": "summed@3"' in out
     assert '"text/plain": "15"' in out
-    assert "<stdout>\nhi\n</stdout>\n<execute_result>\n41\n</execute_result>" in out
+    assert ("<stdout>\nhi\n</stdout>\n<execute_result>\n41\n</execute_result>\n"
+            "[new state 'state-2' (from 'base')]") in out
     assert out.rstrip().endswith('{"states": ["initial"]}')
 
 

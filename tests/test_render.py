@@ -44,22 +44,37 @@ CASES = {
     "several, tagged": (
         [out("hello\n"), result({"text/plain": "42"})],
         "<stdout>\nhello\n</stdout>\n<execute_result>\n42\n</execute_result>"),
-    "streams joined per name, stdout first": (
-        [out("warn\n", "stderr"), out("a\n"), out("more\n", "stderr"), out("b")],
-        "<stdout>\na\nb\n</stdout>\n<stderr>\nwarn\nmore\n</stderr>"),
-    "display_data first, in order; the result and error last": (
+    "outputs in the order they happened, a stream's runs joined": (
+        [out("warn\n", "stderr"), out("a\n"), out("b\n"), out("more\n", "stderr"), out("c")],
+        "<stderr>\nwarn\n</stderr>\n<stdout>\na\nb\n</stdout>\n<stderr>\nmore\n</stderr>\n"
+        "<stdout>\nc\n</stdout>"),
+    "displays where they came, the result and error where they came": (
         [out("x\n"), display({"text/markdown": "# One"}), out("e\n", "stderr"),
-         display({"text/plain": "two"}), error(["Boom: no\n"], "Boom", "no")],
-        '<display_data mime="text/markdown">\n# One\n</display_data>\n'
-        "<display_data>\ntwo\n</display_data>\n<stdout>\nx\n</stdout>\n"
-        "<stderr>\ne\n</stderr>\n<error>\nBoom: no\n</error>"),
+         display({"text/plain": "two"}), out("y\n"), error(["Boom: no\n"], "Boom", "no")],
+        '<stdout>\nx\n</stdout>\n<display_data mime="text/markdown">\n# One\n</display_data>\n'
+        "<stderr>\ne\n</stderr>\n<display_data>\ntwo\n</display_data>\n<stdout>\ny\n</stdout>\n"
+        "<error>\nBoom: no\n</error>"),
+    "an empty piece does not split a stream": ([out("a\n"), out("", "stderr"), out("b\n")],
+                                               "a\nb\n"),
     "markdown preferred": (
         [result({"text/plain": "p", "text/html": "<b>h</b>", "text/markdown": "**m**"})], "**m**"),
-    "then html": ([result({"text/plain": "p", "text/html": "<b>h</b>"})], "<b>h</b>"),
-    "then javascript": ([result({"text/plain": "p", "application/javascript": "f()"})], "f()"),
-    "then latex": ([result({"text/plain": "p", "text/latex": "$x$"})], "$x$"),
+    "then plain text, not HTML (a DataFrame)": (
+        [result({"text/plain": "   a\n0  1", "text/html": "<style>td {}</style><table/>"})],
+        "   a\n0  1"),
+    "html when plain is a default repr, without styles and scripts": (
+        [result({"text/plain": "<pandas.io.formats.style.Styler object at 0x7f0a>",
+                 "text/html": "<style type='text/css'>\n#T td {}\n</style>\n<table/>"
+                              "<SCRIPT>x()</script>"})], "<table/>"),
+    "html of an object whose repr names no address": (
+        [result({"text/plain": "<IPython.core.display.HTML object>", "text/html": "<b>h</b>"})],
+        "<b>h</b>"),
+    "then javascript": ([result({"text/plain": "<a.B object>", "application/javascript": "f()"})],
+                        "f()"),
+    "then latex": ([result({"text/plain": "<a.B object>", "text/latex": "$x$"})], "$x$"),
+    "a default repr when nothing else says more": (
+        [result({"text/plain": "<a.B object>", "text/html": "<style>x</style>"})], "<a.B object>"),
     "mime attribute when not text/plain": (
-        [out("a\n"), result({"text/plain": "p", "text/html": "<i>h</i>"})],
+        [out("a\n"), result({"text/plain": "<a.B object>", "text/html": "<i>h</i>"})],
         '<stdout>\na\n</stdout>\n<execute_result mime="text/html">\n<i>h</i>\n</execute_result>'),
     "empty outputs disappear": (
         [out(""), out("\x1b[0m", "stderr"), result({"application/json": {"a": 1}}),
@@ -108,12 +123,13 @@ CASES = {
     "image without dimensions": ([display({"image/jpeg": base64.b64encode(bytes(700)).decode()})],
                                  "[image/jpeg, 700 B]"),
     "svg sized in bytes": ([display({"image/svg+xml": "<svg/>"})], "[image/svg+xml, 6 B]"),
-    "text mimes before images": ([display({"image/png": png(1, 1, 100), "text/html": "<img>"})],
-                                 "<img>"),
+    "an image's note before its plain text": (
+        [display({"image/png": png(1, 1, 100), "text/plain": "<Figure size 1x1 with 1 Axes>"})],
+        "[image/png 1x1, 100 B]"),
     "image among several outputs": (
         [out("plotting\n"), display({"image/png": png(64, 48, 2 * 1024 * 1024)})],
-        '<display_data mime="image/png">\n[image/png 64x48, 2.0 MB]\n</display_data>\n'
-        "<stdout>\nplotting\n</stdout>"),
+        "<stdout>\nplotting\n</stdout>\n"
+        '<display_data mime="image/png">\n[image/png 64x48, 2.0 MB]\n</display_data>'),
 }
 
 

@@ -317,6 +317,32 @@ def test_a_library_a_cell_calls_keeps_its_frames(kernel):
     assert 'File "<cell-' in traceback and "json" + os.sep + "decoder.py" in traceback
 
 
+NAME_ERRORS = {
+    "a name of the state the cell did not touch": ("dff", "Did you mean: 'df'?"),
+    "a change of case": ("Labels", "Did you mean: 'labels'?"),
+    "a builtin": ("prnt('x')", "Did you mean: 'print'?"),
+    "a name of its own": ("frame = 1\nfrme", "Did you mean: 'frame'?"),
+}
+if sys.version_info >= (3, 10):  # sys.stdlib_module_names
+    NAME_ERRORS["a module not imported"] = ("sys.path", "Did you forget to import 'sys'?")
+
+
+@pytest.mark.parametrize("code, hint", NAME_ERRORS.values(), ids=NAME_ERRORS)
+def test_a_name_error_says_did_you_mean_on_every_python(kernel, code, hint):
+    base = ok(kernel, "df = [1, 2]\nlabels = {}")["state_name"]
+    error = kernel.execute(code, base)["error"]
+    assert error["ename"] == "NameError"
+    name = re.search(r"name '(\w+)'", error["evalue"]).group(1)
+    assert error["traceback"][-1] == f"NameError: name {name!r} is not defined. {hint}\n"
+    assert error["traceback"][-1].count("Did you") == 1
+
+
+def test_a_name_error_far_from_every_name_suggests_nothing(kernel):
+    error = kernel.execute("completely_unrelated_name", "initial")["error"]
+    assert error["traceback"][-1] == ("NameError: name 'completely_unrelated_name' is not "
+                                      "defined\n")
+
+
 def test_input_fails_at_once_with_a_clear_error(kernel):
     reply = kernel.execute("name = input('name? ')", "initial")
     assert reply["error"]["ename"] == "EOFError"

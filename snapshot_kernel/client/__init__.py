@@ -26,13 +26,13 @@ from .errors import (BadRequest, Busy, CellFailed, ClientError, Conflict, Incomp
                      UsageError)
 from .replies import (CellError, ExecutionList, ExecutionRecord, ExecutionReply,
                       ExecutionSummary, FileListing, FileStored, Imported, OutputPage, Reply,
-                      Started, StateDiff, StateInfo, StateList, TextReply, Transfer)
+                      Started, StateDiff, StateInfo, StateList, StateTree, TextReply, Transfer)
 from .sync import Client, Download
 
 __all__ = ["AsyncClient", "AsyncDownload", "BadRequest", "Busy", "CellError", "CellFailed",
            "Client", "ClientError", "Conflict", "DEFAULT_TIMEOUT", "Download", "ExecutionList",
            "ExecutionRecord", "ExecutionReply", "ExecutionSummary", "FileListing",
            "FileStored", "Imported", "Incompatible", "NotFound", "OutputPage", "ProtocolError",
-           "Reply", "Started", "StateDiff", "StateInfo", "StateList", "TOKEN_VARIABLE",
+           "Reply", "Started", "StateDiff", "StateInfo", "StateList", "StateTree", "TOKEN_VARIABLE",
            "TextReply", "TimedOut", "TooLarge", "Transfer", "Unauthorized", "Unreachable",
            "UsageError"]

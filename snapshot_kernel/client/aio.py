@@ -15,7 +15,7 @@ from .calls import (DEFAULT_TIMEOUT, Call, Endpoint, Saving, Source, Target, Upl
                     json_call)
 from .errors import Busy, ClientError, ProtocolError, TimedOut, Unreachable, transport_errors
 from .http11 import Connection, Response
-from .replies import (Deleted, ExecutionList, ExecutionRecord, ExecutionReply, FileListing,
+from .replies import (Deleted, StateTree, ExecutionList, ExecutionRecord, ExecutionReply, FileListing,
                       FileStored, Imported, Interrupted, OutputPage, Started, StateDiff,
                       StateInfo, StateList, TextReply, Transfer)
 
@@ -63,36 +63,36 @@ class AsyncClient:
     async def execute(self, code: str, state_name: str = ..., *,
                       new_state_name: Optional[str] = ..., exec_id: Optional[str] = ...,
                       timeout: Optional[float] = ..., max_output: Optional[int] = ...,
-                      wait: Literal[True] = ..., format: Literal["json"] = ...
+                      wait: Literal[True] = ..., store: bool = ..., format: Literal["json"] = ...
                       ) -> ExecutionReply: ...
 
     @overload
     async def execute(self, code: str, state_name: str = ..., *,
                       new_state_name: Optional[str] = ..., exec_id: Optional[str] = ...,
                       timeout: Optional[float] = ..., max_output: Optional[int] = ...,
-                      wait: Literal[True] = ..., format: Literal["text"]) -> TextReply: ...
+                      wait: Literal[True] = ..., store: bool = ..., format: Literal["text"]) -> TextReply: ...
 
     @overload
     async def execute(self, code: str, state_name: str = ..., *,
                       new_state_name: Optional[str] = ..., exec_id: Optional[str] = ...,
                       timeout: Optional[float] = ..., max_output: Optional[int] = ...,
-                      wait: Literal[False], format: str = ...) -> Started: ...
+                      wait: Literal[False], store: bool = ..., format: str = ...) -> Started: ...
 
     @overload
     async def execute(self, code: str, state_name: str = ..., *,
                       new_state_name: Optional[str] = ..., exec_id: Optional[str] = ...,
                       timeout: Optional[float] = ..., max_output: Optional[int] = ...,
-                      wait: bool = ..., format: str = ...
+                      wait: bool = ..., store: bool = ..., format: str = ...
                       ) -> Union[ExecutionReply, TextReply, Started]: ...
 
     async def execute(self, code: str, state_name: str = "initial", *,
                       new_state_name: Optional[str] = None, exec_id: Optional[str] = None,
                       timeout: Optional[float] = None, max_output: Optional[int] = None,
-                      wait: bool = True, format: str = "json"
+                      wait: bool = True, store: bool = True, format: str = "json"
                       ) -> Union[ExecutionReply, TextReply, Started]:
         """As ``Client.execute``."""
         call, exec_id = calls.execute(code, state_name, new_state_name, exec_id, timeout,
-                                      max_output, wait, format)
+                                      max_output, wait, format, store)
         try:
             return await self._call(call)
         except HangUp as lost:
@@ -140,24 +140,33 @@ class AsyncClient:
         path = calls.output_path(exec_id, stream, offset, limit)
         return await self._call(json_call("GET", path, OutputPage))
 
-    async def interrupt(self, exec_id: str) -> Interrupted:
+    async def interrupt(self, exec_id: str, force: bool = False) -> Interrupted:
         """As ``Client.interrupt``."""
         return await self._call(json_call("POST", "/interrupt", Interrupted,
-                                          {"exec_id": exec_id}))
+                                          calls.interrupt_body(exec_id, force)))
 
     # -- states --------------------------------------------------------------------------
 
-    async def states(self) -> StateList:
+    @overload
+    async def states(self, tree: Literal[False] = ...) -> StateList: ...
+
+    @overload
+    async def states(self, tree: Literal[True]) -> StateTree: ...
+
+    async def states(self, tree: bool = False) -> Union[StateList, StateTree]:
         """As ``Client.states``."""
+        if tree:
+            return await self._call(json_call("GET", "/states?tree=true", StateTree))
         return await self._call(json_call("GET", "/states", StateList))
 
     async def describe(self, name: str) -> StateInfo:
         """As ``Client.describe``."""
         return await self._call(json_call("GET", f"/states/{calls.name(name)}", StateInfo))
 
-    async def delete(self, name: str) -> Deleted:
+    async def delete(self, name: str, descendants: bool = False) -> Deleted:
         """As ``Client.delete``."""
-        return await self._call(json_call("DELETE", f"/states/{calls.name(name)}", Deleted))
+        return await self._call(json_call("DELETE", calls.delete_path(name, descendants),
+                                          Deleted))
 
     async def reset(self) -> StateList:
         """As ``Client.reset``."""

@@ -93,8 +93,8 @@ def decoded(status: int, reason: str, payload: bytes) -> Any:
 # -- executions -------------------------------------------------------------------------------
 
 def execute(code: str, state_name: str, new_state_name: Optional[str], exec_id: Optional[str],
-            timeout: Optional[float], max_output: Optional[int], wait: bool,
-            format: str) -> Tuple[Call[Union[ExecutionReply, TextReply, Started]], str]:
+            timeout: Optional[float], max_output: Optional[int], wait: bool, format: str,
+            store: bool = True) -> Tuple[Call[Union[ExecutionReply, TextReply, Started]], str]:
     """``(call, exec_id)``: a waiting call sends an exec_id of its own when given none,
     so that its execution can be looked up should the connection close under it."""
     if format not in ("json", "text"):
@@ -103,7 +103,7 @@ def execute(code: str, state_name: str, new_state_name: Optional[str], exec_id: 
         exec_id = uuid.uuid4().hex
     fields = {"code": code, "state_name": state_name, "new_state_name": new_state_name,
               "exec_id": exec_id, "timeout": timeout, "max_output": max_output, "wait": wait,
-              "format": format if format != "json" else None}
+              "format": format if format != "json" else None, "store": None if store else False}
     body = {name: value for name, value in fields.items() if value is not None}
     # A waiting request lasts as long as its cell: the cell's timeout bounds it.
     waits = 0.0 if not wait else None if timeout is None else timeout
@@ -121,6 +121,14 @@ def _execute_reply(status: int, reason: str, headers: Mapping[str, str], payload
                          _header(headers, "x-state-name"), _header(headers, "x-parent") or "",
                          _header(headers, "x-error-name"))
     return ExecutionReply(decoded(status, reason, payload))
+
+
+def interrupt_body(exec_id: str, force: bool) -> Dict[str, Any]:
+    return {"exec_id": exec_id, **({"force": True} if force else {})}
+
+
+def delete_path(state: str, descendants: bool) -> str:
+    return f"/states/{name(state)}" + ("?descendants=true" if descendants else "")
 
 
 def _header(headers: Mapping[str, str], name: str) -> Optional[str]:

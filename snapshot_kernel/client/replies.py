@@ -19,9 +19,11 @@ class Checkpoint(TypedDict):
     timestamp: str
 
 
-class Variable(TypedDict):
+class Variable(TypedDict, total=False):
     type: str
     repr: str
+    length: int       # (in a diff: a container's)
+    shape: List[int]  # (in a diff: an array's or a frame's)
 
 
 class Change(TypedDict):
@@ -250,6 +252,25 @@ class StateList(Reply):
     states = Field[List[str]]()
 
 
+class TreeEntry(TypedDict, total=False):
+    """A state as ``GET /states?tree=true`` lists it (``checkpoint`` on checkpoints only)."""
+    name: str
+    parent: Optional[str]
+    depth: int
+    timestamp: str
+    first_line: str
+    approx_bytes: int
+    children: int
+    checkpoint: bool
+
+
+class StateTree(Reply):
+    """``states(tree=True)``: every state, depth first, each with its parent and size."""
+
+    __slots__ = ()
+    states = Field[List[TreeEntry]]()
+
+
 class StateInfo(Reply):
     """``GET /states/<name>``: a state's parent, code, time, and each name's type and repr."""
 
@@ -279,11 +300,13 @@ class StateDiff(Reply):
 class Deleted(Reply):
     __slots__ = ()
     deleted = Field[str]()
+    descendants = Field[List[str]](default=list)  # with descendants=True: those that went too
 
 
 class Interrupted(Reply):
     __slots__ = ()
     interrupted = Field[str]()
+    replaced = Field[bool](default=lambda: False)  # with force=True: the process is replaced
 
 
 class FileStored(Reply):

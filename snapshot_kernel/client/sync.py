@@ -16,7 +16,7 @@ from . import calls
 from .calls import (CHUNK, DEFAULT_TIMEOUT, Call, Endpoint, Saving, Source, Target, Upload,
                     as_text, json_call)
 from .errors import Busy, ClientError, ProtocolError, Unreachable, transport_errors
-from .replies import (Deleted, ExecutionList, ExecutionRecord, ExecutionReply, FileListing,
+from .replies import (Deleted, StateTree, ExecutionList, ExecutionRecord, ExecutionReply, FileListing,
                       FileStored, Imported, Interrupted, OutputPage, Started, StateDiff,
                       StateInfo, StateList, TextReply, Transfer)
 
@@ -59,31 +59,31 @@ class Client:
     @overload
     def execute(self, code: str, state_name: str = ..., *, new_state_name: Optional[str] = ...,
                 exec_id: Optional[str] = ..., timeout: Optional[float] = ...,
-                max_output: Optional[int] = ..., wait: Literal[True] = ...,
+                max_output: Optional[int] = ..., wait: Literal[True] = ..., store: bool = ...,
                 format: Literal["json"] = ...) -> ExecutionReply: ...
 
     @overload
     def execute(self, code: str, state_name: str = ..., *, new_state_name: Optional[str] = ...,
                 exec_id: Optional[str] = ..., timeout: Optional[float] = ...,
-                max_output: Optional[int] = ..., wait: Literal[True] = ...,
+                max_output: Optional[int] = ..., wait: Literal[True] = ..., store: bool = ...,
                 format: Literal["text"]) -> TextReply: ...
 
     @overload
     def execute(self, code: str, state_name: str = ..., *, new_state_name: Optional[str] = ...,
                 exec_id: Optional[str] = ..., timeout: Optional[float] = ...,
-                max_output: Optional[int] = ..., wait: Literal[False],
+                max_output: Optional[int] = ..., wait: Literal[False], store: bool = ...,
                 format: str = ...) -> Started: ...
 
     @overload
     def execute(self, code: str, state_name: str = ..., *, new_state_name: Optional[str] = ...,
                 exec_id: Optional[str] = ..., timeout: Optional[float] = ...,
-                max_output: Optional[int] = ..., wait: bool = ...,
+                max_output: Optional[int] = ..., wait: bool = ..., store: bool = ...,
                 format: str = ...) -> Union[ExecutionReply, TextReply, Started]: ...
 
     def execute(self, code: str, state_name: str = "initial", *,
                 new_state_name: Optional[str] = None, exec_id: Optional[str] = None,
                 timeout: Optional[float] = None, max_output: Optional[int] = None,
-                wait: bool = True, format: str = "json"
+                wait: bool = True, store: bool = True, format: str = "json"
                 ) -> Union[ExecutionReply, TextReply, Started]:
         """Run ``code`` on ``state_name``: the reply once the cell ends (a ``TextReply``
         with ``format="text"``), or with ``wait=False`` at once a ``Started``.
@@ -93,7 +93,7 @@ class Client:
         the execution: for a crash, a ``KernelCrash`` error naming the cause. So the
         call sends an ``exec_id`` of its own when given none."""
         call, exec_id = calls.execute(code, state_name, new_state_name, exec_id, timeout,
-                                      max_output, wait, format)
+                                      max_output, wait, format, store)
         try:
             return self._call(call)
         except HangUp as lost:
@@ -146,23 +146,35 @@ class Client:
         return self._call(json_call("GET", calls.output_path(exec_id, stream, offset, limit),
                                     OutputPage))
 
-    def interrupt(self, exec_id: str) -> Interrupted:
-        """Raise KeyboardInterrupt in a running execution."""
-        return self._call(json_call("POST", "/interrupt", Interrupted, {"exec_id": exec_id}))
+    def interrupt(self, exec_id: str, force: bool = False) -> Interrupted:
+        """Raise KeyboardInterrupt in a running execution; with ``force``, the server
+        process is replaced if that has not stopped it within 0.5 s (``replaced``)."""
+        return self._call(json_call("POST", "/interrupt", Interrupted,
+                                    calls.interrupt_body(exec_id, force)))
 
     # -- states --------------------------------------------------------------------------
 
-    def states(self) -> StateList:
-        """The states' names, in creation order."""
+    @overload
+    def states(self, tree: Literal[False] = ...) -> StateList: ...
+
+    @overload
+    def states(self, tree: Literal[True]) -> StateTree: ...
+
+    def states(self, tree: bool = False) -> Union[StateList, StateTree]:
+        """The states' names, in creation order; with ``tree``, each state's parent,
+        depth, time, first line of code, size and children, depth first."""
+        if tree:
+            return self._call(json_call("GET", "/states?tree=true", StateTree))
         return self._call(json_call("GET", "/states", StateList))
 
     def describe(self, name: str) -> StateInfo:
         """A state's parent, code, time, and each variable's type and repr."""
         return self._call(json_call("GET", f"/states/{calls.name(name)}", StateInfo))
 
-    def delete(self, name: str) -> Deleted:
-        """Delete a state; the states made from it are untouched."""
-        return self._call(json_call("DELETE", f"/states/{calls.name(name)}", Deleted))
+    def delete(self, name: str, descendants: bool = False) -> Deleted:
+        """Delete a state; the states made from it are untouched, unless ``descendants``:
+        then they go too."""
+        return self._call(json_call("DELETE", calls.delete_path(name, descendants), Deleted))
 
     def reset(self) -> StateList:
         """Drop every state but a fresh ``initial``; running cells are interrupted."""

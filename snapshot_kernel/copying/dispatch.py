@@ -64,7 +64,7 @@ def handler_for(cls):
     found = _resolved.get(cls, _MISS)
     if found is not _MISS:
         return found
-    _load_support(cls)
+    load_support(cls)
     found = _exact.get(cls)
     if found is None:
         found = next((_inherited[base] for base in cls.__mro__ if base in _inherited), None)
@@ -73,7 +73,9 @@ def handler_for(cls):
     return found
 
 
-def _load_support(cls):
+def load_support(cls):
+    """Import the support module of the library ``cls`` (or a base) comes from, once: it
+    registers the library's copy handlers (and its comparers, ``values``)."""
     for base in cls.__mro__:
         module = getattr(base, "__module__", None)
         if not isinstance(module, str):  # Cython 3.1's function type has a descriptor there

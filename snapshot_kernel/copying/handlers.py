@@ -10,6 +10,7 @@ import abc
 import functools
 import gc
 import itertools
+import sys
 import types
 import weakref
 
@@ -200,12 +201,27 @@ def copy_builtin_method(copier, obj):
 
 
 def copy_lru_cache(copier, obj):
-    """An ``@lru_cache`` function: the copied function behind a cache of its own."""
+    """An ``@lru_cache`` function: the copied function behind a cache of its own; a
+    library's module-level one is the library's, shared as its module is."""
+    if importable(obj):
+        return obj
     wrapped = yield obj.__wrapped__
     parameters = obj.cache_parameters()
     new = functools.lru_cache(parameters["maxsize"], parameters["typed"])(wrapped)
     new.__dict__.update((yield obj.__dict__))
     return new
+
+
+def importable(obj):
+    """True if ``obj`` is what the attribute of its qualified name in its module holds, in
+    a library's module (a cell's ``__main__`` is the state itself)."""
+    module = getattr(obj, "__module__", None)
+    if not isinstance(module, str) or module == "__main__":
+        return False
+    found = sys.modules.get(module)
+    for part in getattr(obj, "__qualname__", "<locals>").split("."):
+        found = getattr(found, part, None) if part != "<locals>" else None
+    return found is obj
 
 
 def copy_mappingproxy(copier, obj):

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..states import cow
 from ..copying.dispatch import ATOMIC, Pending, register, register_same, register_unpinned
+from ..values import register_comparer
 
 try:  # numpy >= 2
     from numpy.lib._stride_tricks_impl import DummyArray as _StridedBase
@@ -295,6 +296,47 @@ def _share(copier, obj):
     return obj
 
 
+# -- comparing values (``values``: what a diff calls unchanged) --
+
+CHUNK_BYTES = 1 << 24  # bytes of each side compared at a time: equal arrays never copy whole
+
+
+def equal_arrays(a, b, budget):
+    """Pairs for ``values.equal``: none if two exact ndarrays have the same shape, dtype
+    and elements (NaN equal to NaN), the pairs of elements of object arrays."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return None
+    if a.dtype.hasobject:
+        budget.spend(objects=a.size)
+        if a.dtype.fields is not None:
+            return zip(a.ravel().tolist(), b.ravel().tolist())
+        return zip(a.flat, b.flat)
+    budget.spend(data=a.nbytes)
+    if a.ndim == 0 or a.size == 0:
+        return () if _same_elements(a, b) else None
+    rows = max(1, CHUNK_BYTES // max(1, a[0].nbytes))
+    for start in range(0, len(a), rows):
+        if not _same_elements(a[start:start + rows], b[start:start + rows]):
+            return None  # the first difference ends it
+    return ()
+
+
+def _same_elements(a, b):
+    try:
+        return bool(np.array_equal(a, b, equal_nan=True))
+    except TypeError:  # no NaN in this dtype (strings, structured): plain equality
+        return bool(np.array_equal(a, b))
+
+
+def equal_scalars(a, b, budget):
+    """Numpy scalars and dtypes: equal as one-element arrays of their dtype."""
+    if isinstance(a, np.dtype):
+        return () if a == b else None
+    if a.dtype != b.dtype:
+        return None
+    return () if _same_elements(np.asarray(a), np.asarray(b)) else None
+
+
 register(np.ndarray, copy_ndarray)
 register(np.ndarray, copy_subclass, subclasses=True)  # (exact ndarrays: copy_ndarray)
 register(_Detached, _copy_detached)
@@ -304,3 +346,6 @@ register(np.flatiter, copy_flatiter)
 register(np.dtype, _share, subclasses=True)
 for _scalar in (np.bool_, np.number, np.datetime64, np.timedelta64, np.str_, np.bytes_):
     register(_scalar, _share, subclasses=True)  # immutable; np.void can be a view, so not it
+    register_comparer(_scalar, equal_scalars, subclasses=True)
+register_comparer(np.ndarray, equal_arrays)  # subclasses (masked, ...) by their reduction
+register_comparer(np.dtype, equal_scalars, subclasses=True)

@@ -27,6 +27,7 @@ from pandas.core.internals.managers import BaseBlockManager
 
 from ..copying.dispatch import register
 from ..copying.covariables import count_shallow
+from ..values import register_comparer
 
 
 def copy_by_reduce(copier, obj):
@@ -59,9 +60,31 @@ def _share(copier, obj):
     return obj
 
 
+def equal_frames(a, b, budget):
+    """Pairs for ``values.equal``: a DataFrame, Series or Index equals another of its type
+    with the same shape, dtypes, axes (compared as Indexes: values, dtype, names) and
+    elements (``equals``: NaN equal to NaN), and the same name and ``attrs``."""
+    if a.shape != b.shape:
+        return None
+    budget.spend(data=int(a.memory_usage(deep=False).sum()) if isinstance(a, pd.DataFrame)
+                 else int(a.memory_usage(deep=False)))
+    if isinstance(a, pd.Index):
+        same_dtype, pairs = a.dtype == b.dtype, [(list(a.names), list(b.names))]
+    elif isinstance(a, pd.Series):
+        same_dtype, pairs = a.dtype == b.dtype, [(a.name, b.name), (a.index, b.index)]
+    else:
+        same_dtype = a.dtypes.equals(b.dtypes)
+        pairs = [(a.columns, b.columns), (a.index, b.index)]
+    if not same_dtype or not a.equals(b):
+        return None
+    return pairs + ([] if isinstance(a, pd.Index) else [(a.attrs, b.attrs)])
+
+
 for _cls in (NDFrame, pd.Index, ExtensionArray):
     register(_cls, copy_by_reduce, subclasses=True)
     count_shallow(_cls)
 register(BaseBlockManager, copy_manager, subclasses=True)
+for _cls in (pd.DataFrame, pd.Series, pd.Index):
+    register_comparer(_cls, equal_frames, subclasses=True)
 for _immutable in (pd.Timestamp, pd.Timedelta, pd.Period, pd.Interval, type(pd.NaT), type(pd.NA)):
     register(_immutable, _share, subclasses=True)

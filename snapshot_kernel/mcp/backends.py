@@ -31,11 +31,11 @@ class KernelBackend:
         self.files = Workdir(os.getcwd()) if files is None else files
 
     def start(self, code, state_name, new_state_name=None, exec_id=None, timeout=None,
-              max_output=None):
+              max_output=None, store=True):
         """Start the cell without waiting; its exec_id."""
         with _refusals():
             return self.kernel.start(code, state_name, exec_id, new_state_name, timeout,
-                                     max_output).exec_id
+                                     max_output, store).exec_id
 
     def execution(self, exec_id, wait=0.0):
         """The record of GET /executions/<id>, after waiting up to ``wait`` s for the reply."""
@@ -50,20 +50,27 @@ class KernelBackend:
         return {"executions": self.kernel.executions(),
                 "finished": self.kernel.finished_executions()}
 
-    def states(self):
-        return {"states": self.kernel.state_names()}
+    def states(self, tree=False):
+        return {"states": self.kernel.state_tree() if tree else self.kernel.state_names()}
 
     def describe(self, name):
         with _refusals():
             return self.kernel.describe(name)
 
-    def delete(self, name):
+    def diff(self, name, other):
         with _refusals():
-            self.kernel.delete(name)
-        return {"deleted": name}
+            return self.kernel.diff(name, other)
 
-    def interrupt(self, exec_id):
+    def delete(self, name, descendants=False):
         with _refusals():
+            below = self.kernel.delete(name, descendants)
+        return {"deleted": name, "descendants": below} if descendants else {"deleted": name}
+
+    def interrupt(self, exec_id, force=False):
+        with _refusals():
+            if force:  # refused here: no supervisor could start another process
+                return {"interrupted": exec_id, "replaced": not self.kernel.stop_by_force(
+                    exec_id)}
             self.kernel.interrupt(exec_id)
         return {"interrupted": exec_id}
 
@@ -113,10 +120,10 @@ class HttpBackend:
         self.client = Client(url, token, timeout=SLACK)
 
     def start(self, code, state_name, new_state_name=None, exec_id=None, timeout=None,
-              max_output=None):
+              max_output=None, store=True):
         return self._call(self.client.execute, code, state_name, new_state_name=new_state_name,
                           exec_id=exec_id, timeout=timeout, max_output=max_output,
-                          wait=False)["exec_id"]
+                          wait=False, store=store)["exec_id"]
 
     def execution(self, exec_id, wait=0.0):
         return self._call(self.client.execution, exec_id, wait)
@@ -127,17 +134,20 @@ class HttpBackend:
     def executions(self):
         return self._call(self.client.executions)
 
-    def states(self):
-        return self._call(self.client.states)
+    def states(self, tree=False):
+        return self._call(self.client.states, tree)
 
     def describe(self, name):
         return self._call(self.client.describe, name)
 
-    def delete(self, name):
-        return self._call(self.client.delete, name)
+    def diff(self, name, other):
+        return self._call(self.client.diff, name, other)
 
-    def interrupt(self, exec_id):
-        return self._call(self.client.interrupt, exec_id)
+    def delete(self, name, descendants=False):
+        return self._call(self.client.delete, name, descendants)
+
+    def interrupt(self, exec_id, force=False):
+        return self._call(self.client.interrupt, exec_id, force)
 
     def read_file(self, path, limit=MAX_READ):
         with self._refusals(), self.client.open_file(path) as remote:

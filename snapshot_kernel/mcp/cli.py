@@ -33,8 +33,9 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="snapshot-kernel mcp",
         description="Serve snapshot-kernel to MCP hosts (tools execute_code, list_states, "
-                    "get_state, delete_state, interrupt, list_executions, get_execution, "
-                    "read_output, read_file, write_file, list_files). Code runs with this process's rights: it is not a sandbox.")
+                    "get_state, diff_states, delete_state, interrupt, list_executions, "
+                    "get_execution, read_output, read_file, write_file, list_files). Code "
+                    "runs with this process's rights: it is not a sandbox.")
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                         help="stdio (default), or streamable HTTP at http://HOST:PORT/mcp")
     parser.add_argument("--bind", type=cli._host_port, default=None,

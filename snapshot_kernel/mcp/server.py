@@ -28,67 +28,16 @@ from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from . import text as mcp_text
+from .text import DESCRIPTIONS, INSTRUCTIONS
 from .backends import BackendError
 from ..render import render_text
+from ..tree import drawn
 
 PROGRESS_INTERVAL = 1.0  # seconds between progress notifications while a cell runs
 MAX_WAIT = 600.0         # seconds get_execution may wait
 DEFAULT_PAGE = 100_000   # characters read_output returns unless told
 HTTP_PATH = "/mcp"
 SHUTDOWN_GRACE = 2       # seconds open HTTP streams get when the server stops
-
-INSTRUCTIONS = (
-    "A Python kernel whose states you can branch. A state is an immutable snapshot of a "
-    "namespace: variables, functions, classes, imported modules. execute_code runs code on a "
-    "private copy of a state and, if the code succeeds, stores the result as a new state; the "
-    "source state never changes, so you can try several variants from one state and keep the "
-    "one that worked, without re-running earlier steps. 'initial' is the empty state. Code "
-    "runs with this server's rights on its machine: it is not a sandbox.")
-
-DESCRIPTIONS = {
-    "execute_code": (
-        "Run Python code on a copy of a state and, if it succeeds, store the result as a new "
-        "state (the source state never changes). It behaves like a notebook cell: stdout and "
-        "stderr are captured, the last expression's value is shown, plots come back as "
-        "images, and `!cmd`, `%pip install pkg` and `%time` work. The text is the output "
-        "(alone if there is one, else in <stdout>, <stderr>, <execute_result>, <error> tags); "
-        "its last line names the exec_id and the new state, or the error. Run the next step "
-        "on the new state by passing it as state_name. For work longer than a minute, pass "
-        "wait=false and poll get_execution; in the code, checkpoint(progress='3/10') stores "
-        "the globals so far as a state and reports progress."),
-    "list_states": "List the stored states' names, oldest first. 'initial' is the empty state.",
-    "get_state": (
-        "Describe a state: its parent, the code that made it, when, and each variable's type "
-        "and repr (cut to 2,000 characters). Values shared between states instead of copied "
-        "(modules, locks, open files) are listed with the reason."),
-    "delete_state": ("Delete a state to free its memory. States made from it keep their values. "
-                     "'initial' cannot be deleted."),
-    "interrupt": (
-        "Stop a running execution by raising KeyboardInterrupt in its code. Its result then "
-        "says KeyboardInterrupt and stores no state; checkpoints it made stay."),
-    "list_executions": (
-        "List the running executions (elapsed time, progress hint, checkpoints, stuck) and "
-        "the recently finished ones."),
-    "get_execution": (
-        "An execution's status (running, completed, failed, interrupted, timed_out, stuck, "
-        "crashed: the server process died while it ran, and `crash` says how), "
-        "its output so far and its latest progress hint; once it has finished, the same "
-        "result execute_code gives. Set wait to wait that many seconds for it to finish."),
-    "read_output": (
-        "Read the complete stdout or stderr of an execution whose result was cut (the "
-        "result says so), a page at a time."),
-    "read_file": (
-        "Read a file of the working directory, where cells run (a path relative to it, "
-        "'/' between directories). Text comes back as text; PNG, JPEG, GIF and WebP images "
-        "as images; other bytes as base64. Files up to 1 MB: read larger ones in a cell."),
-    "write_file": (
-        "Write a file into the working directory, where cells run, so code can open it by "
-        "this path; the directories it needs are made and an existing file is replaced. "
-        "content is text, or base64 with encoding='base64'."),
-    "list_files": (
-        "List a directory of the working directory (by default the working directory "
-        "itself): each entry's name, size and modification time; directories end in '/'."),
-}
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 FILE_PATH = "the file's path, relative to the working directory ('/' between directories)"
@@ -99,7 +48,7 @@ def create_server(backend):
     """An MCP server whose tools run on ``backend`` (see ``backends``)."""
     tools = Tools(backend)
     server = _Server(tools, "snapshot-kernel", instructions=INSTRUCTIONS, log_level="WARNING")
-    annotations = {"list_states": READ_ONLY, "get_state": READ_ONLY,
+    annotations = {"list_states": READ_ONLY, "get_state": READ_ONLY, "diff_states": READ_ONLY,
                    "list_executions": READ_ONLY, "get_execution": READ_ONLY,
                    "read_output": READ_ONLY, "read_file": READ_ONLY, "list_files": READ_ONLY,
                    "delete_state": ToolAnnotations(destructive_hint=True),
@@ -200,10 +149,13 @@ class Tools:
             max_output: Annotated[Optional[int], Field(
                 gt=0, description="characters kept of each stream and of the result's repr "
                                   "(default: the server's --max-output)")] = None,
+            store: Annotated[bool, Field(
+                description="false: run the code for its output and store no state (a "
+                            "look at the data, a throwaway try)")] = True,
     ) -> CallToolResult:
         """Run a cell; the reply once it ends, or its exec_id at once if not ``wait``."""
         exec_id = await self._call(self.backend.start, code, state_name, new_state_name,
-                                   exec_id, timeout, max_output)
+                                   exec_id, timeout, max_output, store)
         if not wait:
             return _result(mcp_text.started_note(exec_id, state_name),
                            {"exec_id": exec_id, "status": "running"})
@@ -217,10 +169,19 @@ class Tools:
                     await anyio.to_thread.run_sync(self._interrupt_quietly, exec_id)
         return _reply_result(report["reply"])
 
-    def list_states(self) -> CallToolResult:
-        """The states' names."""
-        listing = self._sync(self.backend.states)
-        return _result("\n".join(listing["states"]), listing)
+    def list_states(self, tree: Annotated[bool, Field(
+            description="false: the names alone, oldest first")] = True) -> CallToolResult:
+        """The tree of states, or their names."""
+        listing = self._sync(self.backend.states, tree)
+        text = drawn(listing["states"]) if tree else "\n".join(listing["states"])
+        return _result(text, listing)
+
+    def diff_states(
+            self, state_name: Annotated[str, Field(description="the state before")],
+            other: Annotated[str, Field(description="the state after")]) -> CallToolResult:
+        """What ``other`` adds, removes and changes against ``state_name``."""
+        diff = self._sync(self.backend.diff, state_name, other)
+        return _result(mcp_text.diff_text(diff), diff)
 
     def get_state(self, state_name: Annotated[str, Field(description="the state's name")]
                   ) -> CallToolResult:
@@ -228,19 +189,34 @@ class Tools:
         state = self._sync(self.backend.describe, state_name)
         return _result(mcp_text.state_text(state), state)
 
-    def delete_state(self, state_name: Annotated[str, Field(description="the state's name")]
-                     ) -> CallToolResult:
-        """Drop a state."""
-        deleted = self._sync(self.backend.delete, state_name)
-        return _result(f"deleted state {state_name!r}; states made from it keep their values",
-                       deleted)
+    def delete_state(
+            self, state_name: Annotated[str, Field(description="the state's name")],
+            descendants: Annotated[bool, Field(
+                description="true: delete every state made from it too")] = False,
+    ) -> CallToolResult:
+        """Drop a state, or a branch."""
+        deleted = self._sync(self.backend.delete, state_name, descendants)
+        if descendants:
+            below = deleted["descendants"]
+            note = (f"deleted state {state_name!r} and the {len(below)} made from it"
+                    + (": " + ", ".join(map(repr, below)) if below else ""))
+        else:
+            note = f"deleted state {state_name!r}; states made from it keep their values"
+        return _result(note, deleted)
 
-    def interrupt(self, exec_id: Annotated[str, Field(description="the running execution")]
-                  ) -> CallToolResult:
-        """Interrupt a running execution."""
-        sent = self._sync(self.backend.interrupt, exec_id)
-        return _result(f"interrupted exec_id {exec_id!r}; get_execution shows how it ended",
-                       sent)
+    def interrupt(
+            self, exec_id: Annotated[str, Field(description="the running execution")],
+            force: Annotated[bool, Field(
+                description="true: if the interrupt has not stopped it within 0.5 s, "
+                            "replace the server process (a cell stuck in C)")] = False,
+    ) -> CallToolResult:
+        """Interrupt a running execution, by force if asked."""
+        sent = self._sync(self.backend.interrupt, exec_id, force)
+        note = (f"stopping exec_id {exec_id!r} by replacing the server process; "
+                "get_execution shows how it ended once the new one serves"
+                if sent.get("replaced") else
+                f"interrupted exec_id {exec_id!r}; get_execution shows how it ended")
+        return _result(note, sent)
 
     def list_executions(self) -> CallToolResult:
         """The running and recently finished executions."""

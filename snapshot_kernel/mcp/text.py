@@ -1,10 +1,78 @@
-"""The text the MCP tools give models, beside the concise rendering of outputs.
-
-Short lines that name what a call left behind (the exec_id, the state stored,
-the error, where the rest of a cut stream is), so that a model reading only
-text loses nothing the JSON reply holds. Pure functions of the HTTP API's dicts;
-standard library only.
+"""The text the MCP tools give models: the server's instructions and each tool's
+description, and, beside the concise rendering of outputs, short lines that name what a
+call left behind (the exec_id, the state stored, the error, where the rest of a cut
+stream is), so that a model reading only text loses nothing the JSON reply holds. Pure
+functions of the HTTP API's dicts; standard library only.
 """
+
+from ..render import closing_parts
+
+# What the server tells hosts of itself, and of each tool (its description).
+INSTRUCTIONS = (
+    "A Python kernel whose states you can branch. A state is an immutable snapshot of a "
+    "namespace: variables, functions, classes, imported modules. execute_code runs code on a "
+    "private copy of a state and, if the code succeeds, stores the result as a new state; the "
+    "source state never changes, so you can try several variants from one state and keep the "
+    "one that worked, without re-running earlier steps. 'initial' is the empty state. Code "
+    "runs with this server's rights on its machine: it is not a sandbox.")
+
+DESCRIPTIONS = {
+    "execute_code": (
+        "Run Python code on a copy of a state and, if it succeeds, store the result as a new "
+        "state (the source state never changes). It behaves like a notebook cell: stdout and "
+        "stderr are captured, the last expression's value is shown, plots come back as "
+        "images, and `!cmd`, `%pip install pkg` and `%time` work. The text is the output "
+        "(alone if there is one, else in <stdout>, <stderr>, <execute_result>, <error> tags); "
+        "its last line names the exec_id and the new state, or the error. Run the next step "
+        "on the new state by passing it as state_name. For work longer than a minute, pass "
+        "wait=false and poll get_execution; in the code, checkpoint(progress='3/10') stores "
+        "the globals so far as a state and reports progress."),
+    "list_states": (
+        "List the stored states as a tree: each under the state it was made from, with when "
+        "it was made, its size, how many states were made from it and the first line of "
+        "the code that made it. 'initial' is the empty state. tree=false lists the names "
+        "alone, oldest first."),
+    "diff_states": (
+        "What a branch did: the names state `other` adds to `state_name`, removes, and holds "
+        "a different value under (values compared by what they hold: a name a cell only "
+        "read, or bound again to an equal value, is unchanged), each side's type, shape or "
+        "length and repr."),
+    "get_state": (
+        "Describe a state: its parent, the code that made it, when, and each variable's type "
+        "and repr (cut to 2,000 characters). Values shared between states instead of copied "
+        "(modules, locks, open files) are listed with the reason."),
+    "delete_state": ("Delete a state to free its memory. States made from it keep their values, "
+                     "or, with descendants=true, are deleted with it (a whole branch at once). "
+                     "'initial' cannot be deleted."),
+    "interrupt": (
+        "Stop a running execution by raising KeyboardInterrupt in its code. Its result then "
+        "says KeyboardInterrupt and stores no state; checkpoints it made stay. An interrupt "
+        "cannot reach a long call in C (an SVD, a blocked lock): force=true then replaces "
+        "the server process, keeping every stored state, and other running executions are "
+        "reported crashed."),
+    "list_executions": (
+        "List the running executions (elapsed time, progress hint, checkpoints, stuck) and "
+        "the recently finished ones."),
+    "get_execution": (
+        "An execution's status (running, completed, failed, interrupted, timed_out, stuck, "
+        "crashed: the server process died while it ran, and `crash` says how), "
+        "its output so far and its latest progress hint; once it has finished, the same "
+        "result execute_code gives. Set wait to wait that many seconds for it to finish."),
+    "read_output": (
+        "Read the complete stdout or stderr of an execution whose result was cut (the "
+        "result says so), a page at a time."),
+    "read_file": (
+        "Read a file of the working directory, where cells run (a path relative to it, "
+        "'/' between directories). Text comes back as text; PNG, JPEG, GIF and WebP images "
+        "as images; other bytes as base64. Files up to 1 MB: read larger ones in a cell."),
+    "write_file": (
+        "Write a file into the working directory, where cells run, so code can open it by "
+        "this path; the directories it needs are made and an existing file is replaced. "
+        "content is text, or base64 with encoding='base64'."),
+    "list_files": (
+        "List a directory of the working directory (by default the working directory "
+        "itself): each entry's name, size and modification time; directories end in '/'."),
+}
 
 IMAGE_MIMES = ("image/png", "image/jpeg")  # what MCP hosts show as images; SVG stays a note
 FILE_IMAGE_MIMES = IMAGE_MIMES + ("image/gif", "image/webp")  # read_file sends these as images
@@ -21,22 +89,12 @@ def refusal(message):
 
 def reply_note(reply, status=None):
     """One line: the exec_id, the state stored or the error, checkpoints, cut streams."""
-    exec_id, parent = reply["exec_id"], reply["parent"]
-    label = f"exec_id {exec_id!r}" + (f" ({status})" if status else "")
-    if reply["error"] is None:
-        parts = [f"new state {reply['state_name']!r} (from {parent!r})"]
-    else:
-        parts = [f"{reply['error']['ename']}, no state stored ({parent!r} is unchanged)"]
-    checkpoints = [point["state_name"] for point in reply.get("checkpoints", ())]
-    if checkpoints:
-        parts.append("checkpoints: " + ", ".join(repr(name) for name in checkpoints))
-    for stream in reply.get("truncated", {}):
-        parts.append(f"{stream} was cut: read_output(exec_id={exec_id!r}, stream={stream!r}) "
-                     "pages through all of it")
-    if reply.get("lost"):
-        parts.append("not saved to the state directory, so a restart loses: "
-                     + ", ".join(sorted(reply["lost"])))
-    return f"{label}: " + "; ".join(parts)
+    label = f"exec_id {reply['exec_id']!r}" + (f" ({status})" if status else "")
+    return f"{label}: " + "; ".join(closing_parts(reply, _read_output_call))
+
+
+def _read_output_call(exec_id, stream, facts):
+    return f"read_output(exec_id={exec_id!r}, stream={stream!r})"
 
 
 def started_note(exec_id, state_name):
@@ -91,6 +149,34 @@ def state_text(state):
             lines.append(f"{what}: " + ", ".join(f"{name} ({reason})"
                                                  for name, reason in state[key].items()))
     return "\n".join(lines)
+
+
+DIFF_REPR = 500  # characters of each repr a diff's text shows (its JSON has them whole)
+
+
+def diff_text(diff):
+    """A diff as ``GET /states/<a>/diff/<b>`` gives it, in a few lines a name."""
+    counts = ", ".join(f"{len(diff[key])} {key}" for key in ("added", "removed", "changed"))
+    lines = [f"from {diff['from']!r} to {diff['to']!r}: {counts}"]
+    for key in ("added", "removed"):
+        lines += [f"{key}:"] * bool(diff[key])
+        lines += [f"  {name}: {_variable(entry)}" for name, entry in diff[key].items()]
+    lines += ["changed:"] * bool(diff["changed"])
+    for name, sides in diff["changed"].items():
+        lines.append(f"  {name}: {_variable(sides['before'])}")
+        lines.append(f"  {' ' * len(name)}  -> {_variable(sides['after'])}")
+        if "not_compared" in sides:
+            lines.append(f"  {' ' * len(name)}  (not compared: {sides['not_compared']})")
+    return "\n".join(lines)
+
+
+def _variable(entry):
+    extent = (f" {'x'.join(map(str, entry['shape']))}" if "shape" in entry
+              else f" of {entry['length']}" if "length" in entry else "")
+    text = entry["repr"]
+    if len(text) > DIFF_REPR:
+        text = text[:DIFF_REPR - 1] + "…"
+    return f"{entry['type']}{extent} = {text}"
 
 
 def executions_text(listing):

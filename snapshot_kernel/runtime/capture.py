@@ -90,8 +90,12 @@ class ThreadSafeWriter(threading.local):
             self.write(line)
 
     def flush(self):
-        if current_capture() is None:
+        """A cell's flush sorts its writes in (so they reach a crash record, say)."""
+        capture = current_capture()
+        if capture is None:
             self.fallback.flush()
+        else:
+            capture.drain()
 
     def close(self):
         """Ignored: the stream is shared by every thread in the process."""

@@ -52,6 +52,10 @@ class Capture:
         self._outputs = []
         self._streams = {}  # stream name -> Stream
         self._rich = self._rich_omitted = 0
+        self._tail_pieces = 0    # tail pieces kept so far: their order among themselves
+        self._tail_after = None  # how many items there were when the last one was kept
+        self.mirror = None       # mirror(name, text) of each text sorted in (a crash record)
+        self._mirrored = []      # texts sorted in, not yet mirrored
 
     def fast_stdout(self):
         """A text stream whose writes go to ``PLAIN`` without running Python code:
@@ -95,6 +99,18 @@ class Capture:
         with self._lock:
             self._drain()
             self._write(name, text)
+            self._send_mirrored()
+
+    def stop_mirror(self):
+        """No text from now on goes to ``mirror``."""
+        with self._lock:
+            self.mirror = None
+            self._mirrored.clear()
+
+    def _send_mirrored(self):
+        mirror, mirrored = self.mirror, self._mirrored
+        while mirrored:
+            mirror(*mirrored.pop(0))
 
     def put(self, name, text):
         """Add ``text`` to stream ``name`` without waiting for the lock (writers' path)."""
@@ -127,7 +143,9 @@ class Capture:
             del pending[:count]  # writers only append, so these are the items just sorted
         except KeyboardInterrupt:  # it comes once: the next drain sorts the batch whole
             self._restore(saved)
+            self._mirrored.clear()
             raise
+        self._send_mirrored()
 
     def _sort(self, chunks):
         for kind, items in itertools.groupby(chunks, type):
@@ -142,16 +160,18 @@ class Capture:
     def _saved(self):
         last = self._outputs[-1] if self._outputs else {}
         return ({name: stream.copy() for name, stream in self._streams.items()},
-                len(self._outputs), last.get("text"))
+                len(self._outputs), last.get("text"), self._tail_after)
 
     def _restore(self, saved):
-        streams, count, text = saved
+        streams, count, text, self._tail_after = saved
         self._streams = {name: stream.restore() for name, stream in streams.items()}
         del self._outputs[count:]
         if text is not None:
             self._outputs[-1]["text"] = text
 
     def _write(self, name, text):
+        if self.mirror is not None:
+            self._mirrored.append((name, text))
         stream = self._streams.get(name)
         if stream is None:
             stream = self._streams[name] = Stream()
@@ -175,7 +195,9 @@ class Capture:
                 stream.head_ends_line = text[cut - 1] == "\n"
             text = text[cut:]
         if text:
-            stream.keep_tail(text, self.limit - half)
+            self._tail_pieces += 1
+            self._tail_after = len(self._outputs)  # a head item after it must not merge back
+            stream.keep_tail(text, self.limit - half, len(self._outputs), self._tail_pieces)
 
     def add(self, item):
         """Add a rich output item (``display_data``, ``execute_result``) in order;
@@ -226,26 +248,47 @@ class Capture:
 
     def _append(self, name, text):
         last = self._outputs[-1] if self._outputs else None
-        if last is not None and last["output_type"] == "stream" and last["name"] == name:
+        if (last is not None and last["output_type"] == "stream" and last["name"] == name
+                and self._tail_after != len(self._outputs)):
             last["text"] += text
         else:
             self._outputs.append({"output_type": "stream", "name": name, "text": text})
 
     def outputs(self):
-        """The stream items so far, with each stream's kept tail at the end."""
+        """The items so far in the order they came, each stream's kept tail where its
+        pieces were written (after its head, among the rich items that came between)."""
         self._flush_fast()
         with self._lock:
             self._drain()
-            items = [dict(item) for item in self._outputs]
-            for name, stream in self._streams.items():
-                if stream.tail is not None:
-                    room = self.limit - self.limit // 2
-                    items.append({"output_type": "stream", "name": name,
-                                  "text": stream.shown_tail(name, room)})
+            items = [(dict(item), True) for item in self._outputs]
+            room = None if self.limit is None else self.limit - self.limit // 2
+            pieces = sorted((position, order, name, text, index > 0)
+                            for name, stream in self._streams.items() if stream.tail is not None
+                            for index, (position, order, text) in
+                            enumerate(stream.shown_tail(name, room)))
+            for position, _, name, text, joins in reversed(pieces):  # from the end: indices hold
+                items.insert(position, ({"output_type": "stream", "name": name, "text": text},
+                                        joins))
             if self._rich_omitted:
-                items.append({"output_type": "stream", "name": "stderr", "text":
-                              f"[... {self._rich_omitted} more display outputs omitted ...]\n"})
-            return items
+                items.append(({"output_type": "stream", "name": "stderr", "text":
+                               f"[... {self._rich_omitted} more display outputs omitted ...]\n"},
+                              False))
+            return _joined(items)
+
+
+def _joined(items):
+    """The items of ``[(item, joins)]``, a stream item that ``joins`` added to the one
+    before it if that one is of the same stream: a tail's first piece, which starts
+    with the marker of what was left out, does not join its head."""
+    joined = []
+    for item, joins in items:
+        last = joined[-1] if joined else None
+        if (joins and last is not None and item["output_type"] == "stream" == last["output_type"]
+                and item["name"] == last["name"]):
+            last["text"] += item["text"]
+        else:
+            joined.append(item)
+    return joined
 
 
 class _Sink:

@@ -25,7 +25,7 @@ class Stream:
         self.head = 0              # characters of them in the head
         self.head_closed = False   # past the head: the rest goes to the tail
         self.head_ends_line = True  # the head is empty or ends with a newline
-        self.tail = None           # deque of the latest text past the head, once there is some
+        self.tail = None           # deque of the latest (position, order, text) past the head
         self.tail_used = self.omitted = 0
         self.last_dropped = "\n"   # the last character dropped from the tail's front
         self.full = None           # FullText, once the stream outgrew the reply
@@ -56,28 +56,31 @@ class Stream:
             return len(part)
         return cut
 
-    def keep_tail(self, text, room):
-        """Keep ``text`` at the end of the tail, dropping from its front past ``room``."""
+    def keep_tail(self, text, room, position, order):
+        """Keep ``text`` at the end of the tail, dropping from its front past ``room``.
+        ``position`` is how many output items came before it, ``order`` a number that
+        grows with each piece the capture keeps: where the piece goes among them."""
         if self.tail is None:
             self.tail = collections.deque()
         tail = self.tail
-        tail.append(text)
+        tail.append((position, order, text))
         used = self.tail_used + len(text)
         while used > room:
             excess = used - room
             first = tail.popleft()
-            if len(first) > excess:
-                tail.appendleft(first[excess:])
-            dropped = min(len(first), excess)
-            self.last_dropped = first[dropped - 1]
+            if len(first[2]) > excess:
+                tail.appendleft((first[0], first[1], first[2][excess:]))
+            dropped = min(len(first[2]), excess)
+            self.last_dropped = first[2][dropped - 1]
             used -= dropped
             self.omitted += dropped
         self.tail_used = used
 
     def shown_tail(self, name, room):
-        """The tail as a reply shows it, after a marker saying how much was left out."""
+        """The tail as a reply shows it: ``[(position, order, text)]`` (see ``keep_tail``),
+        the first text after a marker saying how much was left out."""
         # Trimmed again here: an interrupt can land between a write and its trim.
-        text = "".join(self.tail)
+        text = "".join(piece[2] for piece in self.tail)
         start = max(len(text) - room, 0)
         omitted = self.omitted + start
         before = text[start - 1] if start else self.last_dropped
@@ -86,10 +89,25 @@ class Stream:
             if newline >= 0:
                 omitted += newline + 1 - start
                 start = newline + 1
-        if not omitted:
-            return text[start:]
-        marker = f"[... {omitted} characters of {name} omitted ...]\n"
-        return ("" if self.head_ends_line else "\n") + marker + text[start:]
+        pieces = _from(self.tail, start)
+        if omitted and pieces:
+            marker = f"[... {omitted} characters of {name} omitted ...]\n"
+            position, order, first = pieces[0]
+            pieces[0] = (position, order,
+                         ("" if self.head_ends_line else "\n") + marker + first)
+        return pieces
+
+
+def _from(pieces, start):
+    """The ``(position, order, text)`` pieces with their first ``start`` characters left out."""
+    kept = []
+    for position, order, text in pieces:
+        if start >= len(text):
+            start -= len(text)
+            continue
+        kept.append((position, order, text[start:]))
+        start = 0
+    return kept
 
 
 class FullText:

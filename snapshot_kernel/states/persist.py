@@ -38,6 +38,7 @@ import weakref
 from . import cow
 from ..copying import iterators, views
 from ..copying.copier import collector_off
+from ..copying.handlers import importable
 from ..copying.stored import STORED_GLOBALS, StoredNamespace
 from ..libraries import _thread as thread_locals
 
@@ -391,6 +392,8 @@ def _make_weak_container(kind, items):
 
 
 def _reduce_lru_cache(pickler, obj):
+    if importable(obj):  # a library's module-level cached function: by reference, as
+        return NotImplemented  # pickle does (its __wrapped__ is not what its name finds)
     parameters = obj.cache_parameters()
     attributes = {name: value for name, value in obj.__dict__.items()  # lru_cache sets these
                   if name not in ("__wrapped__", "cache_parameters")}

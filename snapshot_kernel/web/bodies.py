@@ -17,8 +17,8 @@ TEXT, NUMBER, WHOLE, BOOL = (str,), (int, float), (int,), (bool,)
 EXECUTE_FIELDS = {"code": (TEXT, True), "state_name": (TEXT, True),
                   "exec_id": (TEXT, False), "new_state_name": (TEXT, False),
                   "timeout": (NUMBER, False), "max_output": (WHOLE, False),
-                  "wait": (BOOL, False), "format": (TEXT, False)}
-INTERRUPT_FIELDS = {"exec_id": (TEXT, True)}
+                  "wait": (BOOL, False), "format": (TEXT, False), "store": (BOOL, False)}
+INTERRUPT_FIELDS = {"exec_id": (TEXT, True), "force": (BOOL, False)}
 FORMATS = ("json", "text")
 MAX_POLL = 60.0   # seconds ?wait= may hold a request
 MAX_OFFSET = 10 ** 12   # the largest ?offset=
@@ -51,6 +51,18 @@ def query_number(name, text, default, highest, whole=False):
         kind = "a whole number" if whole else "a number"
         raise BadRequest(400, f"?{name}= must be {kind} from 0 to {highest:g}, not {text!r}")
     return value
+
+
+FLAGS = {"true": True, "1": True, "false": False, "0": False}  # what ?flag= takes
+
+
+def query_flag(name, text):
+    """The text of query parameter ``?name=`` as a boolean; False if it is absent."""
+    if text is None:
+        return False
+    if text not in FLAGS:
+        raise BadRequest(400, f"?{name}= must be true or false (or 1 or 0), not {text!r}")
+    return FLAGS[text]
 
 
 def json_body(environ, max_body, fields):
@@ -139,7 +151,15 @@ def _parse_json(raw):
     try:
         return json.loads(raw)
     except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError both are
-        raise BadRequest(400, f"the body is not valid JSON: {exc}") from None
+        raise BadRequest(400, f"the body is not valid JSON: {exc}{_hint(exc)}") from None
+
+
+def _hint(error):
+    """What usually causes ``error``: a raw newline or tab in a string (code sent as is)."""
+    if str(error).startswith("Invalid control character"):
+        return ("; a newline or tab inside a JSON string must be sent escaped, as \\n or "
+                "\\t (code with a literal line break in curl -d '...' sends it raw)")
+    return ""
 
 
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)

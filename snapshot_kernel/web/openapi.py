@@ -24,7 +24,7 @@ from .vocabulary import (BODY_ERRORS, ERROR_HEADERS, ERRORS, FLAG, NAME, TEXT, T
                          query, ref)
 
 INTERRUPT_REASONS = ("request", "timeout", "memory", "reset", "shutdown", "disconnect",
-                     "restart")
+                     "restart", "force")
 STREAMS = ("stdout", "stderr")
 DESCRIPTION = """A Python execution server whose states you can branch. A state is an \
 immutable snapshot of a namespace; `execute_code` runs code on a private copy of one and, if \
@@ -84,19 +84,32 @@ def _schemas(max_body):
     schemas = {
         "Error": obj({"error": {**TEXT, "description": "what is wrong and how to fix it"}}),
         "Name": NAME,
-        "ExecuteRequest": _request(EXECUTE_FIELDS, _execute_fields(), max_body, {
+        "ExecuteRequest": {**_request(EXECUTE_FIELDS, _execute_fields(), max_body, {
             "code": "import math\nx = 41\nx + 1", "state_name": "initial"}),
-        "InterruptRequest": _request(INTERRUPT_FIELDS, {"exec_id": {
-            **ref("Name"), "description": "the running execution"}}, max_body, {"exec_id": "nap"}),
+            # store false names no state to store: a new_state_name with it is a 400
+            "if": {"properties": {"store": {"const": False}}, "required": ["store"]},
+            "then": {"properties": {"new_state_name": {"type": "null"}}}},
+        "InterruptRequest": _request(INTERRUPT_FIELDS, {
+            "exec_id": {**ref("Name"), "description": "the running execution"},
+            "force": {"default": False, "description": "true: if the interrupt has not stopped "
+                      "the cell within 0.5 s (a long call in C), replace the server process "
+                      "(every acknowledged state survives); the cell is reported stopped, "
+                      "other running cells crashed. Not with --in-memory or "
+                      "--no-supervisor (409)."}}, max_body, {"exec_id": "nap"}),
         "CellError": obj({"ename": TEXT, "evalue": TEXT,
                           "traceback": {"type": "array", "items": TEXT}},
                          description="An exception the cell raised, or one the kernel decided "
                                      "(KeyboardInterrupt, TimeoutError, KernelReset, ...)."),
         "Checkpoint": obj({"state_name": TEXT, "progress": nullable(TEXT),
                            "timestamp": TIMESTAMP}),
-        "Truncated": obj({"characters": WHOLE, "kept_characters": WHOLE, "capped": FLAG,
-                          "location": {**TEXT, "description": "GET it to page through the "
-                                                              "stream's whole text"}}),
+        "Truncated": obj({
+            "characters": {**WHOLE, "description": "characters the stream had in all"},
+            "kept_characters": {**WHOLE, "description": "characters of it kept for paging: "
+                                "all of them unless capped"},
+            "capped": {**FLAG, "description": "the kept text reached --max-full-output, so "
+                                              "what came later is not kept"},
+            "location": {**TEXT, "description": "GET it to page through the stream's whole "
+                                                "text"}}),
         "ExecutionReply": _reply(),
         "Imported": imported(),
         "Started": obj({"exec_id": TEXT, "status": {"enum": ["running", "waiting"]},
@@ -121,9 +134,20 @@ def _schemas(max_body):
                            "complete": FLAG, "capped": FLAG}),
         "StateList": obj({"states": {"type": "array", "items": TEXT,
                                      "description": "in creation order"}}),
+        "StateTree": obj({"states": _list_of("TreeEntry")},
+                         description="Depth first from the roots: a state's children (in "
+                                     "creation order) follow it, one `depth` deeper."),
+        "TreeEntry": _tree_entry(),
         "State": _state(),
-        "Deleted": obj({"deleted": TEXT}),
-        "Interrupted": obj({"interrupted": TEXT}),
+        "Deleted": obj({"deleted": TEXT, "descendants": {
+            "type": "array", "items": TEXT,
+            "description": "with ?descendants=true: the states made from it that went with "
+                           "it, in creation order"}}, ["deleted"]),
+        "Interrupted": obj({"interrupted": TEXT, "replaced": {
+            **FLAG, "description": "with force: true if the server process is being replaced "
+                                   "(GET /executions/<exec_id> reports the cell once the new "
+                                   "one serves), false if the interrupt stopped it"}},
+            ["interrupted"]),
         "States": obj({"states": {"type": "array", "items": {"const": "initial"}}}),
         "StateDiff": _diff(),
         "FileStored": obj({"name": {**TEXT, "description": "the path, normalized"},
@@ -181,6 +205,10 @@ def _execute_fields():
         "format": {"enum": list(FORMATS), "default": "json",
                    "description": "text: the reply is the outputs as one concise text for a "
                                   "model (so is an `Accept: text/plain` request)."},
+        "store": {"default": True,
+                  "description": "false: run the cell for its outputs and store no state "
+                                 "(its reply and record as usual, state_name null); not with "
+                                 "new_state_name (400)."},
     }
 
 
@@ -248,14 +276,36 @@ def _state():
         "shared_bytes"], description="`checkpoint` and `progress` appear on checkpoints only.")
 
 
+def _tree_entry():
+    return obj({
+        "name": TEXT,
+        "parent": {**nullable(TEXT), "description": "as the state records it; a root (depth "
+                   "0) whose parent is not null had its parent deleted"},
+        "depth": WHOLE, "timestamp": TIMESTAMP,
+        "first_line": {**TEXT, "description": "the first line of its code that is not blank, "
+                                              "cut to 80 characters"},
+        "approx_bytes": {**WHOLE, "description": "what it holds that its parent does not"},
+        "children": {**WHOLE, "description": "states made from it"},
+        "checkpoint": {"const": True}},
+        ["name", "parent", "depth", "timestamp", "first_line", "approx_bytes", "children"],
+        description="`checkpoint` appears on checkpoints only.")
+
+
 def _diff():
-    variable = obj({"type": TEXT, "repr": TEXT})
+    variable = obj({"type": TEXT,
+                    "shape": {"type": "array", "items": WHOLE,
+                              "description": "an array's or a frame's"},
+                    "length": {**WHOLE, "description": "a string's or a container's"},
+                    "repr": TEXT}, ["type", "repr"])
     return obj({
         "from": TEXT, "to": TEXT,
         "added": mapping(variable, "names only the second state has"),
         "removed": mapping(variable, "names only the first state has"),
-        "changed": mapping(obj({"before": variable, "after": variable}),
-                           "names the two states hold different objects under"),
+        "changed": mapping(obj({"before": variable, "after": variable, "not_compared": {
+            **TEXT, "description": "why the two values could not be compared (a bound on the "
+                                   "diff's work, an object with no value to compare): listed "
+                                   "in case it changed"}}, ["before", "after"]),
+            "names the two states hold different values under, compared by what they hold"),
     })
 
 
@@ -302,26 +352,32 @@ def _paths(max_import):
         "/executions/{exec_id}/output": {"get": _read_output(execution)},
         "/interrupt": {"post": operation(
             "interrupt", "executions", "Interrupt a running execution: KeyboardInterrupt in "
-            "its code; it stores no state, its checkpoints stay.",
-            json_reply("The interrupt was sent.", ref("Interrupted")), "404", *BODY_ERRORS,
-            requestBody=body("InterruptRequest"))},
-        "/states": {"get": operation(
-            "list_states", "states", "List the states' names in creation order.",
-            json_reply("The names.", ref("StateList")))},
+            "its code; it stores no state, its checkpoints stay. With force, a cell an "
+            "interrupt cannot reach is stopped by replacing the server process.",
+            json_reply("The interrupt was sent.", ref("Interrupted")), "404", "409",
+            *BODY_ERRORS, requestBody=body("InterruptRequest"),
+            description="409: force on a server that cannot replace its process "
+                        "(--in-memory, --no-supervisor).")},
+        "/states": {"get": _list_states()},
         "/states/{name}": {
             "get": operation("get_state", "states", "Describe a state: parent, code, time, "
                              "and each variable's type and repr.",
                              json_reply("The state.", ref("State")), "404", parameters=state),
-            "delete": operation("delete_state", "states", "Delete a state. States made from it "
-                                "keep what they use of it; 'initial' cannot be deleted (409).",
+            "delete": operation("delete_state", "states", "Delete a state; with "
+                                "?descendants=true, every state made from it too. States made "
+                                "from it that stay keep what they use of it; 'initial' cannot "
+                                "be deleted (409).",
                                 json_reply("Deleted.", ref("Deleted")), "404", "409", "499",
-                                parameters=state),
+                                parameters=state + [query(
+                                    "descendants", "true: also delete every state made from "
+                                    "it, at any depth", {"type": "boolean", "default": False})]),
             "put": import_state(state, max_import)},
         "/states/{name}/export": {"get": export_state(state)},
         "/states/{name}/diff/{other}": {"get": operation(
             "diff_states", "states", "What a branch did: the names the second state adds, "
-            "removes and holds other objects under than the first, with type and repr on "
-            "each side.", json_reply("The difference.", ref("StateDiff")), "404",
+            "removes and holds other values under than the first (compared by what they "
+            "hold), with type, shape or length and repr on each side.",
+            json_reply("The difference.", ref("StateDiff")), "404",
             parameters=[path_name("name", "the first state (before)"),
                         path_name("other", "the second state (after)")])},
         "/reset": {"post": operation(
@@ -332,6 +388,22 @@ def _paths(max_import):
             "get_openapi", "meta", "This OpenAPI 3.1 document.",
             json_reply("The document.", {"type": "object"}))},
     }
+
+
+def _list_states():
+    reply = json_reply("The names, or with ?tree=true each state's place and facts.",
+                       {"anyOf": [ref("StateList"), ref("StateTree")]})
+    reply["content"]["text/plain"] = {"schema": {**TEXT, "description": "with format=text or "
+                                                 "Accept: text/plain: the tree drawn, a state "
+                                                 "a line"}}
+    return operation(
+        "list_states", "states", "List the states' names in creation order; with ?tree=true "
+        "each one's parent, depth, time, first line of code, size and number of children.",
+        reply, parameters=[
+            query("tree", "true: each state's entry in the tree, not only its name",
+                  {"type": "boolean", "default": False}),
+            query("format", "text: the tree drawn as text (so does Accept: text/plain)",
+                  {"enum": list(FORMATS), "default": "json"})])
 
 
 def _execute():

@@ -1,0 +1,186 @@
+"""Keeping the tree of states tidy: cells that store nothing, the tree listed and drawn,
+a state deleted with everything made from it, and query parameters no route takes."""
+
+import pytest
+import webtest
+
+from conftest import TOKEN
+from helpers import ok
+from snapshot_kernel.errors import InvalidArgument, ProtectedState, UnknownState
+from snapshot_kernel.kernel import SnapshotKernel
+from snapshot_kernel.main import create_app
+
+
+@pytest.fixture
+def app(kernel):
+    app = webtest.TestApp(create_app(kernel, TOKEN))
+    app.authorization = ("Bearer", TOKEN)
+    return app
+
+
+def execute(app, code, state_name="initial", **fields):
+    return app.post_json("/execute", dict(code=code, state_name=state_name, **fields)).json
+
+
+def grow(app):
+    """initial - base - {left - leftmost, right}, and other from initial; a checkpoint."""
+    execute(app, "import math\nx = 1", new_state_name="base")
+    execute(app, "\n# the left branch\nx = 2\ny = 'l' * 1000", "base", new_state_name="left")
+    execute(app, "z = 3", "left", new_state_name="leftmost")
+    execute(app, "x = 4\ncheckpoint(name='right@1')", "base", new_state_name="right")
+    execute(app, "w = 5", new_state_name="other")
+
+
+# -- cells that store nothing ----------------------------------------------------------
+
+def test_a_cell_run_without_storing_answers_as_usual_and_stores_nothing(app):
+    reply = execute(app, "x = 1\nprint('seen')\nx + 1", store=False, exec_id="probe")
+    assert reply["error"] is None and reply["state_name"] is None
+    assert [item.get("text") or item["data"]["text/plain"] for item in reply["output"]] == \
+        ["seen\n", "2"]
+    assert app.get("/states").json == {"states": ["initial"]}
+    record = app.get("/executions/probe").json
+    assert record["status"] == "completed" and record["reply"] == reply
+
+
+def test_a_cell_run_without_storing_still_keeps_its_checkpoints(app):
+    reply = execute(app, "x = 1\ncheckpoint(name='kept')\nx = 2", store=False)
+    assert reply["state_name"] is None and reply["checkpoints"][0]["state_name"] == "kept"
+    assert app.get("/states").json == {"states": ["initial", "kept"]}
+
+
+def test_its_text_reply_says_no_state_was_stored(app):
+    text = app.post_json("/execute", {"code": "6 * 7", "state_name": "initial", "store": False,
+                                      "format": "text"}).text
+    assert text == "42\n[no state stored, as asked ('initial' is unchanged)]"
+
+
+def test_store_false_with_a_new_state_name_is_refused(app):
+    response = app.post_json("/execute", {"code": "x = 1", "state_name": "initial",
+                                          "store": False, "new_state_name": "n"},
+                             expect_errors=True)
+    assert response.status_int == 400 and "store is false" in response.json["error"]
+    assert app.get("/states").json == {"states": ["initial"]}
+
+
+def test_the_kernel_takes_store_too(kernel):
+    with pytest.raises(InvalidArgument):
+        kernel.execute("x = 1", "initial", new_state_name="n", store=False)
+    assert kernel.execute("x = 1", "initial", store=False)["state_name"] is None
+    assert kernel.state_names() == ["initial"]
+
+
+# -- the tree ------------------------------------------------------------------------------
+
+def test_the_tree_lists_each_state_under_its_parent_with_its_facts(app):
+    grow(app)
+    entries = app.get("/states?tree=true").json["states"]
+    # The checkpoint is a child of the cell's source state, stored before the cell's own.
+    assert [(e["name"], e["parent"], e["depth"], e["children"]) for e in entries] == [
+        ("initial", None, 0, 2), ("base", "initial", 1, 3), ("left", "base", 2, 1),
+        ("leftmost", "left", 3, 0), ("right@1", "base", 2, 0), ("right", "base", 2, 0),
+        ("other", "initial", 1, 0)]
+    left = next(e for e in entries if e["name"] == "left")
+    assert left["first_line"] == "# the left branch" and left["approx_bytes"] >= 1000
+    assert left["timestamp"] == app.get("/states/left").json["timestamp"]
+    checkpoint = next(e for e in entries if e["name"] == "right@1")
+    assert checkpoint["checkpoint"] is True and checkpoint["parent"] == "base"
+    assert app.get("/states").json["states"] == [
+        "initial", "base", "left", "leftmost", "right@1", "right", "other"]
+
+
+def test_the_tree_drawn_as_text_for_a_person_or_a_model(app):
+    grow(app)
+    drawn = app.get("/states?format=text")
+    assert drawn.content_type == "text/plain"
+    lines = drawn.text.splitlines()
+    shapes = [line.split("  [")[0] for line in lines]
+    assert shapes == ["initial", "├── base", "│   ├── left", "│   │   └── leftmost",
+                      "│   ├── right@1", "│   └── right", "└── other"]
+    assert "checkpoint" in lines[4] and "3 children" in lines[1]
+    assert lines[2].endswith("]  # the left branch")
+    assert app.get("/states", headers={"Accept": "text/plain"}).text == drawn.text
+
+
+def test_a_state_whose_parent_was_deleted_is_a_root_even_if_the_name_comes_back(app):
+    grow(app)
+    app.delete("/states/left")
+    execute(app, "v = 0", new_state_name="left")  # a new state takes the deleted one's name
+    entries = {e["name"]: e for e in app.get("/states?tree=true").json["states"]}
+    assert entries["leftmost"]["depth"] == 0 and entries["leftmost"]["parent"] == "left"
+    assert entries["left"]["children"] == 0
+    assert "parent 'left' deleted" in app.get("/states?format=text").text
+
+
+# -- deleting a branch ---------------------------------------------------------------------
+
+def test_a_state_is_deleted_with_its_descendants_in_one_request(app):
+    grow(app)
+    reply = app.delete("/states/base?descendants=true").json
+    assert reply == {"deleted": "base", "descendants": ["left", "leftmost", "right@1", "right"]}
+    assert app.get("/states").json == {"states": ["initial", "other"]}
+    assert execute(app, "w + 1", "other")["error"] is None
+
+
+def test_without_descendants_a_delete_leaves_the_children_as_it_did(app):
+    grow(app)
+    assert app.delete("/states/left").json == {"deleted": "left"}
+    assert app.get("/states").json["states"] == ["initial", "base", "leftmost", "right@1",
+                                                 "right", "other"]
+    assert execute(app, "print(x, y, z)", "leftmost")["output"][0]["text"] == \
+        "2 " + "l" * 1000 + " 3\n"
+
+
+@pytest.mark.parametrize("path, status", [("/states/initial?descendants=true", 409),
+                                          ("/states/nope?descendants=true", 404),
+                                          ("/states/base?descendants=maybe", 400)])
+def test_a_refused_delete_with_descendants_deletes_nothing(app, path, status):
+    grow(app)
+    before = app.get("/states").json
+    response = app.delete(path, expect_errors=True)
+    assert response.status_int == status and response.json["error"]
+    assert app.get("/states").json == before
+
+
+def test_descendants_deleted_from_a_state_directory_stay_deleted(tmp_path):
+    first = SnapshotKernel(state_dir=str(tmp_path))
+    ok(first, "a = 1", new_state_name="a")
+    ok(first, "b = [2] * 1000", "a", new_state_name="b")
+    ok(first, "c = 3", "b", new_state_name="c")
+    ok(first, "d = 4", new_state_name="d")
+    assert first.delete("a", descendants=True) == ["b", "c"]
+    first.close()
+    second = SnapshotKernel(state_dir=str(tmp_path))
+    assert second.state_names() == ["initial", "d"]
+    assert ok(second, "d + 1", "d")["output"][0]["data"]["text/plain"] == "5"
+    with pytest.raises(UnknownState):
+        second.describe("c")
+    with pytest.raises(ProtectedState):
+        second.delete("initial", descendants=True)
+    second.close()
+
+
+# -- query parameters ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("method, path, takes", [
+    ("GET", "/states?tre=1", "GET /states takes ?token=, ?tree=, ?format="),
+    ("GET", "/states/initial?verbose=1", "GET /states/{name} takes ?token="),
+    ("DELETE", "/states/base?recursive=true", "takes ?token=, ?descendants="),
+    ("GET", "/executions?all=1", "GET /executions takes ?token="),
+    ("GET", "/executions/x/output?stream=stdout&ofset=3", "?stream=, ?offset=, ?limit="),
+    ("POST", "/reset?hard=1", "POST /reset takes ?token="),
+    ("GET", "/files/?recursive=1", "GET /files/ takes ?token="),
+])
+def test_an_unknown_query_parameter_is_400_naming_the_known_ones(app, method, path, takes):
+    grow(app)
+    before = app.get("/states").json
+    response = app.request(path, method=method, expect_errors=True)
+    assert response.status_int == 400, response.body
+    assert "unknown query parameter(s)" in response.json["error"]
+    assert takes in response.json["error"]
+    assert app.get("/states").json == before
+
+
+def test_the_token_is_a_query_parameter_every_route_takes(app):
+    app.authorization = None
+    assert app.get(f"/states?token={TOKEN}&tree=1").json["states"][0]["name"] == "initial"
