@@ -35,7 +35,9 @@ class Generators:
         self.shared, self.make = shared, make  # () -> the shared object; () -> a new one
         self.read, self.write, self.same = read, write, same  # of a generator and a value
         self.modules, self.methods = modules, methods  # () -> modules; {function: method}
-        self.local = _Local()
+        # gen: what the calling thread's calls reach (``adopt``); the class's serves threads
+        # that hold no cell: the shared object, looked up at use
+        self.local = type(f"_Local_{name}", (threading.local,), {"gen": _SharedObject(self)})()
         self._lock = threading.Lock()
         self._owner = None  # the Held whose cell uses the shared object
         self._users = 0     # cells that hold it now
@@ -143,13 +145,6 @@ class Generators:
         self._originals = None
 
 
-class _Local(threading.local):
-    """``gen``: what the calling thread's calls reach (see ``Generators.adopt``); the
-    class's ``gen`` serves threads that hold no cell."""
-
-    gen = None  # set per Generators, below
-
-
 class _Maker:
     """Stands in ``_Local.gen`` for a cell's generator not made yet: the first call
     through it makes it."""
@@ -214,13 +209,6 @@ def _dispatcher(generators, name, method):
     return made
 
 
-def _with_default(generators):
-    """The Generators with its threads' default reaching the shared object."""
-    local_kind = type(f"_Local_{generators.name}", (_Local,), {"gen": _SharedObject(generators)})
-    generators.local = local_kind()
-    return generators
-
-
 # -- random ---------------------------------------------------------------------------------
 
 _RANDOM_OFFSET = 2 * ctypes.sizeof(ctypes.c_void_p)  # past the reference count and type
@@ -278,10 +266,9 @@ def _random_methods():
             if getattr(function, "__self__", None) is random._inst}
 
 
-RANDOM = _with_default(Generators(
+RANDOM = Generators(
     "random", "random", functools.partial(getattr, random, "_inst"), random.Random, _read_random,
-    _write_random,
-    _same_random, lambda: (random,), _random_methods))
+    _write_random, _same_random, lambda: (random,), _random_methods)
 
 
 # -- numpy's legacy RandomState -----------------------------------------------------------
@@ -318,12 +305,12 @@ def _numpy_methods():
     return methods
 
 
-NUMPY = _with_default(Generators(
+NUMPY = Generators(
     "numpy.random", "numpy", lambda: vars(_mtrand())["_rand"],
     lambda: sys.modules["numpy"].random.RandomState(), _read_numpy, _write_numpy,
     lambda generator, value: value[5] == _mt_words(generator),
     lambda: (sys.modules["numpy.random"], _mtrand()), _numpy_methods,
-    prepare=lambda: install()))
+    prepare=lambda: install())
 
 
 class _HeldMtrand(types.ModuleType):
