@@ -27,6 +27,7 @@ import traceback
 from .runtime import (capture, display, fs, held, interrupt, kinds, mainmodule, monkeypatches,
                       plots, settings)
 from . import cell, checkpoints, heap
+from .sandbox import refusals
 from .states import cow
 from .notebook import magics
 from .checkpoints import Checkpointing
@@ -385,7 +386,7 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following):
         run.working = None
         exc = exc if exc is not None else failed
         if exc is not None:
-            outcome = Outcome(error=explain_gone(cell.error_dict(exc), gone))
+            outcome = Outcome(error=refusals.explain(explain_gone(cell.error_dict(exc), gone)))
         cell.Source.done(run.filename)
         return outcome
 

@@ -80,12 +80,13 @@ class Server:
 
 
 @pytest.fixture
-def start_server():
-    """Start servers with ``start_server(token, flags)``; every one is killed at teardown."""
+def start_server(tmp_path):
+    """Start servers with ``start_server(token, flags)``; every one is killed at teardown.
+    They work in ``tmp_path``: the sandbox lets cells write the files tests wait for there."""
     servers = []
 
     def start(token=TOKEN, flags=()):
-        servers.append(Server(token, flags))
+        servers.append(Server(token, flags, cwd=tmp_path))
         servers[-1].wait_until_listening()
         return servers[-1]
 
