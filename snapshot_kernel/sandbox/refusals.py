@@ -13,8 +13,8 @@ import re
 ACTIVE = None  # a Sandbox once this process is confined
 # "[Errno 13] Permission denied: '/etc/x'", with or without the path, anywhere in the text
 # (a URLError or a requests error quotes its OSError): the errno, and the quoted path.
-_ERRNO = re.compile(r"\[Errno (1|13|18)\] [^:'\"\]]*"
-                    r"(?::\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"))?")
+_QUOTED = r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
+_ERRNO = re.compile(rf"\[Errno (1|13|18)\] [^:'\"\]]*(?::\s*{_QUOTED}(?:\s*->\s*{_QUOTED})?)?")
 _SHELL_REFUSALS = ("Permission denied", "Operation not permitted")
 FILES = ("refused by the server's sandbox: cells write only in the working directory "
          "{workdir}, $TMPDIR and the state directory, and read only those, the Python "
@@ -59,7 +59,8 @@ def explain(error):
     match = _ERRNO.search(error["evalue"])
     if match is None:
         return error
-    note = _note(sandbox, match.group(1), _path(match.group(2)))
+    paths = [_path(quoted) for quoted in match.group(2, 3) if quoted]
+    note = _note(sandbox, match.group(1), paths)
     if note is None:
         return error
     evalue = f"{error['evalue']} ({note})"
@@ -67,11 +68,12 @@ def explain(error):
     return dict(error, evalue=evalue, traceback=traceback)
 
 
-def _note(sandbox, errno, path):
-    if path is not None and path.startswith("/proc/"):
+def _note(sandbox, errno, paths):
+    """The note for an error with ``errno`` on ``paths`` (absolute; none, one or two)."""
+    if any(path.startswith("/proc/") for path in paths):
         return PROCESSES  # another process's files: its environment, memory, descriptors
-    if path is not None:
-        inside = any(_within(path, place) for place in sandbox.writable)
+    if paths:
+        inside = all(any(_within(path, place) for place in sandbox.writable) for path in paths)
         return None if inside and errno != "18" else FILES.format(workdir=sandbox.workdir)
     if errno == "13":
         return NETWORK_OPEN if sandbox.network_out else NETWORK
@@ -81,13 +83,10 @@ def _note(sandbox, errno, path):
 
 
 def _path(quoted):
-    """The path an OSError's text names, absolute (relative to the workdir: where cells
-    start); None if it names none."""
-    if not quoted:
-        return None
+    """The real path an OSError's text quotes (a symbolic link's target: the sandbox
+    judges that), relative to the workdir, where cells start."""
     text = quoted[1:-1].replace("\\\\", "\\")
-    sandbox = ACTIVE
-    return os.path.normpath(os.path.join(sandbox.workdir if sandbox else "/", text))
+    return os.path.realpath(os.path.join(ACTIVE.workdir, text))
 
 
 def _within(path, place):
