@@ -10,6 +10,7 @@ saying so, unless $SNAPSHOT_KERNEL_CI is set (.ci/run sets it): there they fail.
 """
 
 import http.client
+import importlib.metadata
 import json
 import os
 import socket
@@ -382,6 +383,13 @@ def test_pip_with_the_network_closed_says_how_to_open_it(confined):
     assert confined.execute("import tomli_w")["error"]["ename"] == "ModuleNotFoundError"
 
 
+def test_pip_cannot_change_the_servers_own_environment_and_says_so(confined):
+    before = importlib.metadata.version("six")
+    reply = confined.execute("%pip uninstall -y six")
+    assert "keeps the server's own environment read-only" in stdout(reply, "stderr"), reply
+    assert importlib.metadata.version("six") == before
+
+
 def test_a_crash_restarts_a_confined_server_that_kept_the_states(tmp_path):
     running = Running(Places(tmp_path))
     try:
@@ -414,6 +422,11 @@ def test_pip_with_the_network_open_installs_where_cells_import_and_not_in_the_se
         reply = ok(running, "import tomli_w\ntomli_w.__file__")
         assert reply["output"][-1]["data"]["text/plain"].startswith(repr(packages)[:-1])
         assert subprocess.run([sys.executable, "-c", "import tomli_w"]).returncode == 1
+        six = importlib.metadata.version("six")
+        other = "1.16.0" if six != "1.16.0" else "1.15.0"
+        reply = running.execute(f"%pip install --no-cache-dir six=={other}")
+        assert "keeps the server's own environment read-only" in stdout(reply, "stderr")
+        assert importlib.metadata.version("six") == six
         connected = ok(running, "import socket\nsocket.create_connection(('127.0.0.1', "
                                 f"{running.fields['tcp']}), timeout=5).close()")
         assert connected["error"] is None and running.places.reached()

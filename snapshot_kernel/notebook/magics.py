@@ -267,11 +267,14 @@ def _expand(command, frame):
 def _pip(args, frame):
     """``%pip args``: this server's pip, whatever ``pip`` the PATH holds."""
     command = f"{shlex.quote(sys.executable)} -m pip {args}"
-    status = frame.f_globals["_exit_code"] = commands.run(command, _to_stdout, _to_stderr)
+    refused = []
+    status = frame.f_globals["_exit_code"] = commands.run(
+        command, _watching(_to_stdout, refused), _watching(_to_stderr, refused))
     importlib.invalidate_caches()  # so what was just installed can be imported at once
     subcommand = (args.split() or [""])[0]
     if refusals.ACTIVE is not None:  # the sandbox's package directory, not the server's own
-        for text, write in zip(refusals.pip_notes(subcommand, status), (_to_stdout, _to_stderr)):
+        notes = refusals.pip_notes(subcommand, status, bool(refused))
+        for text, write in zip(notes, (_to_stdout, _to_stderr)):
             if text:
                 write(text)
     elif subcommand in ("install", "uninstall"):

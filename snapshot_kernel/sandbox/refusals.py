@@ -34,6 +34,9 @@ PIP_PACKAGES = ("Note: %pip installs into this server's package directory, {pack
                 "cells import from and every state shares (the sandbox keeps the server's own "
                 "environment read-only); a module already imported keeps its old version "
                 "until the server restarts.\n")
+PIP_READ_ONLY = ("snapshot-kernel: the sandbox keeps the server's own environment read-only, "
+                 "so pip cannot replace or remove a package it holds: install that version "
+                 "there before starting the server (or start it with --no-sandbox)\n")
 SHELL = ("snapshot-kernel: if the server's sandbox refused the command: commands write only "
          "in the working directory, $TMPDIR and the state directory, read only those and the "
          "system's files, {network}\n")
@@ -111,10 +114,14 @@ def shell_note():
     return SHELL.format(network=SHELL_OPEN if ACTIVE.network_out else SHELL_CLOSED)
 
 
-def pip_notes(subcommand, status):
+def pip_notes(subcommand, status, refused):
     """``(for stdout, for stderr)``: what ``%pip subcommand`` adds in a sandbox once it
-    ended with ``status``: where it installs, and why it failed if the network is closed."""
-    failed = status != 0 and subcommand in ("install", "download") and not ACTIVE.network_out
+    ended with ``status``, its output saying something was ``refused`` or not: where it
+    installs, and why it failed (a closed network, the server's own environment)."""
+    failed = []
+    if status != 0 and subcommand in ("install", "download") and not ACTIVE.network_out:
+        failed.append(PIP_CLOSED)
+    if status != 0 and refused:
+        failed.append(PIP_READ_ONLY)
     where = subcommand in ("install", "uninstall")
-    return (PIP_PACKAGES.format(packages=ACTIVE.packages) if where else "",
-            PIP_CLOSED if failed else "")
+    return PIP_PACKAGES.format(packages=ACTIVE.packages) if where else "", "".join(failed)
