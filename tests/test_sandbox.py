@@ -296,16 +296,23 @@ def test_contradictory_sandbox_flags_are_refused_before_anything_starts(flags, m
     assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
-def test_a_server_whose_own_code_lies_in_its_workdir_says_cells_may_change_it(tmp_path):
-    """Started from the checkout (as the tests' installs are), the workdir holds the
-    package: the sandbox cannot keep it read-only, and says so."""
+def test_a_server_whose_own_code_lies_in_its_workdir_keeps_it_read_only(tmp_path):
+    """Started from the checkout (as the tests' installs are, and README's virtualenv), the
+    workdir holds the package: a mount namespace keeps it read-only, and the server says so."""
     checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     server = Server(TOKEN, [], cwd=checkout, env={"HOME": str(tmp_path)})
     try:
         server.wait_until_listening()
-        said = _lines_until(server, "sandbox: privileges")
-        assert any("sandbox: the server's own code NOT confined: cells may change" in line
-                   and checkout in line for line in said), said
+        said = _lines_until(server, "sandbox: the server's own code")
+        assert any("sandbox: the server's own code confined: read-only where cells write: "
+                   in line and os.path.join(checkout, "snapshot_kernel") in line
+                   for line in said), said
+        status, reply = call(server.connect(), "POST", "/execute", {
+            "code": "open('snapshot_kernel/sandbox/escape.py', 'w')", "state_name": "initial"})
+        assert reply["error"]["ename"] == "OSError", reply
+        assert "Read-only file system" in reply["error"]["evalue"]
+        assert "the server's own code stays read-only" in reply["error"]["evalue"]
+        assert not os.path.exists(os.path.join(checkout, "snapshot_kernel/sandbox/escape.py"))
     finally:
         server.stop()
 
@@ -466,6 +473,8 @@ def _wait_until(predicate, what):
     ("[Errno 13] Permission denied: 'inside.txt' -> '/elsewhere/x'", "FILES"),
     ("[Errno 18] Invalid cross-device link: '/home/u/secret' -> 'hard'", "FILES"),
     ("[Errno 13] Permission denied: '/proc/1/environ'", "PROCESSES"),
+    ("[Errno 30] Read-only file system: '.venv/bin/python'", "OWN_CODE"),
+    ("[Errno 30] Read-only file system: '/media/cdrom/x'", None),  # a read-only disk
     ("[Errno 13] Permission denied", "NETWORK"),
     ("<urlopen error [Errno 13] Permission denied>", "NETWORK"),
     ("[Errno 1] Operation not permitted", "PROCESSES"),

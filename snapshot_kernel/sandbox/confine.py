@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 
-from . import landlock, policy, refusals, seccomp
+from . import landlock, mounts, policy, refusals, seccomp
 
 OFF = ("the sandbox is off (--no-sandbox): cells run with this process's rights: they "
        "read and write what its user may, open sockets and signal its processes")
@@ -102,6 +102,8 @@ def _confine(confinement, args, workdir, listener):
     places.make()
     writable = policy.writable(workdir, args.state_dir, places)
     readable = policy.readable()  # before $TMPDIR changes: it is never granted whole
+    exposed = policy.exposed_code(writable)
+    code_why = _read_only(exposed) if exposed else None  # before capabilities are dropped
     _use(places, confinement.network_out)
     confinement.writable = [path for path in writable if path not in policy.DEVICES]
     confinement.packages = places.packages
@@ -115,6 +117,9 @@ def _confine(confinement, args, workdir, listener):
         outside.end()
     confinement._sealing = filtered is None
     _report(confinement, handled, files_why, filtered, privileges)
+    if exposed:
+        confinement.add("the server's own code", code_why is None, code_why or (
+            f"read-only where cells write: {', '.join(exposed)} (a mount namespace)"))
     if shown:
         confinement.add("other processes' /proc files", False, (
             f"this kernel shows a confined process the {' and '.join(shown)} of its user's "
@@ -173,6 +178,17 @@ def _site_index():
         if os.path.basename(entry) in ("site-packages", "dist-packages"):
             return index
     return len(sys.path)
+
+
+def _read_only(paths):
+    """None once ``paths`` are read-only for this process, else why cells may change them."""
+    try:
+        mounts.read_only(paths)
+    except OSError as exc:  # no unprivileged user namespaces here (a sysctl, a container)
+        return (f"cells may change {', '.join(paths)}, which lies where they write, and this "
+                f"kernel refused a mount namespace to keep it read-only ({exc.strerror}): "
+                "start the server from another directory, or with --workdir")
+    return None
 
 
 def _privileges():
@@ -234,11 +250,6 @@ def _report(confinement, handled, files_why, filtered, privileges):
         f"cells trace no process outside the sandbox ({landlock_name}); the supervisor's "
         f"environment and memory are its user's alone" if version else files_why))
     confinement.add("privileges", *privileges)
-    exposed = policy.exposed_code(confinement.writable) if version else []
-    if exposed:
-        confinement.add("the server's own code", False, (
-            f"cells may change {', '.join(exposed)}, which lies where they write: start the "
-            "server from another directory, or with --workdir"))
 
 
 def _outgoing(network_out, handled, filtered, landlock_name):

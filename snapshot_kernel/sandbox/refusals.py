@@ -2,7 +2,7 @@
 kernel's other notes are added (``execution.explain_gone``), naming the sandbox and the flag.
 
 The kernel refuses with the errno any refusal has (EACCES, EPERM; EXDEV for a link out of
-the workdir), so the note goes where the error's text says a refused path lies outside what
+the workdir; EROFS for the server's own code in the workdir), so the note goes where the error's text says a refused path lies outside what
 cells may write, or says nothing of a path: a refused socket, signal or privilege. ``ACTIVE``
 is this process's sandbox (``confine`` sets it), None where cells are not confined.
 """
@@ -14,7 +14,7 @@ ACTIVE = None  # a Sandbox once this process is confined
 # "[Errno 13] Permission denied: '/etc/x'", with or without the path, anywhere in the text
 # (a URLError or a requests error quotes its OSError): the errno, and the quoted path.
 _QUOTED = r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
-_ERRNO = re.compile(rf"\[Errno (1|13|18)\] [^:'\"\]]*(?::\s*{_QUOTED}(?:\s*->\s*{_QUOTED})?)?")
+_ERRNO = re.compile(rf"\[Errno (1|13|18|30)\] [^:'\"\]]*(?::\s*{_QUOTED}(?:\s*->\s*{_QUOTED})?)?")
 _SHELL_REFUSALS = ("Permission denied", "Operation not permitted")
 FILES = ("refused by the server's sandbox: cells write only in the working directory "
          "{workdir}, $TMPDIR and the state directory, and read only those, the Python "
@@ -27,6 +27,8 @@ NETWORK_OPEN = ("refused by the server's sandbox: cells listen on no port and op
                 "without it")
 PROCESSES = ("refused by the server's sandbox: cells signal and inspect only the processes "
              "they started, and gain no privileges; --no-sandbox starts a server without it")
+OWN_CODE = ("refused by the server's sandbox: the server's own code stays read-only for "
+            "cells, though it lies where they write; --no-sandbox starts a server without it")
 PIP_CLOSED = ("snapshot-kernel: this server's sandbox closes the network, so pip reaches no "
               "package index (it installs only from local files); start the server with "
               "--allow-network to install from the index\n")
@@ -77,6 +79,8 @@ def _note(sandbox, errno, paths):
         return PROCESSES  # another process's files: its environment, memory, descriptors
     if paths:
         inside = all(any(_within(path, place) for place in sandbox.writable) for path in paths)
+        if errno == "30":  # a read-only mount: the sandbox's only where cells may write
+            return OWN_CODE if inside else None
         return None if inside and errno != "18" else FILES.format(workdir=sandbox.workdir)
     if errno == "13":
         return NETWORK_OPEN if sandbox.network_out else NETWORK
