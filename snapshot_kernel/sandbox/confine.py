@@ -14,71 +14,7 @@ import sys
 import tempfile
 
 from . import landlock, mounts, policy, refusals, seccomp
-
-OFF = ("the sandbox is off (--no-sandbox): cells run with this process's rights: they "
-       "read and write what its user may, open sockets and signal its processes")
-
-
-class Confinement:
-    """What one process confined: ``rows``, ``(part, confined, how or why not)`` in order."""
-
-    def __init__(self, enabled, network_out):
-        self.enabled, self.network_out = enabled, network_out
-        self.rows = []
-        self.writable = []
-        self.packages = None
-        self._sealing = False
-
-    def add(self, part, confined, text):
-        self.rows.append((part, confined, text))
-
-    def lines(self):
-        """What the server says on stderr at start: one line a part."""
-        if not self.enabled:
-            return [f"snapshot-kernel: {OFF}"]
-        return [f"snapshot-kernel: sandbox: {part} {'confined' if ok else 'NOT confined'}: "
-                f"{text}" for part, ok, text in self.rows]
-
-    def say(self):
-        """Say on stderr what is and is not confined (after the line saying where the
-        server listens, which clients read first)."""
-        for line in self.lines():
-            print(line, file=sys.stderr, flush=True)
-
-    def report(self):
-        """The JSON of GET /openapi.json's ``info.x-sandbox``."""
-        return {"enabled": self.enabled,
-                "network": "open" if self.network_out else "closed",
-                "confined": {part: text for part, ok, text in self.rows if ok},
-                "not_confined": {part: text for part, ok, text in self.rows if not ok},
-                "writable": list(self.writable), "packages": self.packages}
-
-    def description(self):
-        """GET /openapi.json's paragraph on the sandbox."""
-        if not self.enabled:
-            return f"Sandbox: {OFF}."
-        confined = "; ".join(f"{part}: {text}" for part, ok, text in self.rows if ok)
-        missing = "; ".join(f"{part}: {text}" for part, ok, text in self.rows if not ok)
-        return (f"Sandbox: code runs confined. Confined: {confined or 'nothing'}. "
-                f"Not confined: {missing or 'nothing'}. `info.x-sandbox` lists the same.")
-
-    def seal(self):
-        """Refuse ``listen`` on the server's own socket too, in every thread: call it once the
-        server listens, before any cell can run."""
-        if not self._sealing:
-            return
-        try:
-            seccomp.seal()
-        except OSError as exc:  # the filter installed at start still refuses other sockets
-            self._downgrade("listening sockets", f"the server's own socket could be made to "
-                                                 f"listen again ({exc.strerror})")
-
-    def _downgrade(self, part, why):
-        self.rows = [(name, ok and name != part, why if name == part else text)
-                     for name, ok, text in self.rows]
-        print(f"snapshot-kernel: sandbox: {part} NOT confined: {why}", file=sys.stderr,
-              flush=True)
-
+from .report import Confinement, add_exceptions, add_rows
 
 def protect_supervisor():
     """In the supervisor, before it forks: no process of its user reads it through /proc
@@ -98,12 +34,13 @@ def confine(args, workdir, listener):
 
 def _confine(confinement, args, workdir, listener):
     seccomp.set_dumpable(True)  # forked from an undumpable supervisor: /proc/self is root's
+    # (args.sandbox_dir is None only when serve() is called without main(): a test's)
     places = policy.Places(args.sandbox_dir or tempfile.mkdtemp(), args.state_dir)
     places.make()
     writable = policy.writable(workdir, args.state_dir, places)
     readable = policy.readable()  # before $TMPDIR changes: it is never granted whole
     exposed = policy.exposed_code(writable)
-    code_why = _read_only(exposed) if exposed else None  # before capabilities are dropped
+    code_why = _read_only(exposed) if exposed else None  # while it has capabilities
     _use(places, confinement.network_out)
     confinement.writable = [path for path in writable if path not in policy.DEVICES]
     confinement.packages = places.packages
@@ -112,19 +49,12 @@ def _confine(confinement, args, workdir, listener):
     try:
         handled, files_why = _landlock(writable, readable, confinement.network_out)
         filtered = _seccomp(confinement.network_out, handled.get("tcp", False), listener)
-        shown = outside.readable() if handled else None
+        shown = outside.readable() if handled else []
     finally:
         outside.end()
-    confinement._sealing = filtered is None
-    _report(confinement, handled, files_why, filtered, privileges)
-    if exposed:
-        confinement.add("the server's own code", code_why is None, code_why or (
-            f"read-only where cells write: {', '.join(exposed)} (a mount namespace)"))
-    if shown:
-        confinement.add("other processes' /proc files", False, (
-            f"this kernel shows a confined process the {' and '.join(shown)} of its user's "
-            "other processes (Landlock refuses only ptrace, their descriptors and signals): "
-            "run the server as a user of its own; the supervisor is undumpable, so not its"))
+    confinement.filtered = filtered is None
+    add_rows(confinement, handled, files_why, filtered, privileges)
+    add_exceptions(confinement, (exposed, code_why), shown)
     if handled or filtered is None:
         refusals.ACTIVE = refusals.Sandbox(workdir, writable, confinement.network_out,
                                            places.packages)
@@ -168,8 +98,8 @@ def _use(places, network_out):
         else:
             os.environ[name] = value
     tempfile.tempdir = places.tmp  # gettempdir() was read already, in the supervisor
-    sys.path[_site_index():_site_index()] = [path for path in places.site
-                                             if path not in sys.path]
+    index = _site_index()
+    sys.path[index:index] = [path for path in places.site if path not in sys.path]
 
 
 def _site_index():
@@ -225,41 +155,3 @@ def _seccomp(network_out, tcp_by_landlock, listener):
     except OSError as exc:
         return f"seccomp refused ({exc.strerror})"
     return None
-
-
-def _report(confinement, handled, files_why, filtered, privileges):
-    """The rows of ``confinement`` from what each step did."""
-    version = handled.get("version")
-    landlock_name = f"Landlock ABI {version}" if version else None
-    confinement.add("files", bool(version), (
-        f"cells write only in {', '.join(confinement.writable)} (and /dev/null), and read "
-        f"only those, the Python installation and the system's files ({landlock_name})"
-        if version
-        else files_why))
-    confinement.add(*_outgoing(confinement.network_out, handled, filtered, landlock_name))
-    confinement.add("listening sockets", filtered is None,
-                    "no socket listens, none binds (seccomp, Landlock)" if filtered is None
-                    else filtered)
-    confinement.add("Unix sockets", filtered is None,
-                    "cells open none; socketpair() works" if filtered is None else filtered)
-    confinement.add("signals", bool(handled.get("scope")), (
-        f"cells signal only the processes they started ({landlock_name})"
-        if handled.get("scope") else files_why or f"{landlock_name} has no signal scoping "
-                                                  f"(ABI {landlock.SCOPE_ABI} has)"))
-    confinement.add("other processes", bool(version), (
-        f"cells trace no process outside the sandbox ({landlock_name}); the supervisor's "
-        f"environment and memory are its user's alone" if version else files_why))
-    confinement.add("privileges", *privileges)
-
-
-def _outgoing(network_out, handled, filtered, landlock_name):
-    """The row of outgoing connections."""
-    if network_out:
-        return "outgoing connections", False, "open, as --allow-network asks"
-    if filtered is None:
-        how = f"seccomp, {landlock_name}" if handled.get("tcp") else "seccomp"
-        return "outgoing connections", True, f"cells open none ({how})"
-    if handled.get("tcp"):
-        return ("outgoing connections", False,
-                f"TCP is refused ({landlock_name}) but UDP is not: {filtered}")
-    return "outgoing connections", False, filtered
