@@ -334,6 +334,45 @@ def _lines_until(server, *markers):
     return lines
 
 
+DEGRADED = {  # what a kernel lacks (patched into the server) -> what the server must say
+    "no Landlock": ("from snapshot_kernel.sandbox import landlock\n"
+                    "landlock.abi = lambda: (0, 'this kernel has no Landlock (a test)')",
+                    ["files NOT confined: this kernel has no Landlock (a test)",
+                     "signals NOT confined", "outgoing connections confined: cells open none "
+                     "(seccomp)"]),
+    "no seccomp": ("from snapshot_kernel.sandbox import seccomp\nseccomp.machine = lambda: None",
+                   ["outgoing connections NOT confined: TCP is refused (Landlock ABI",
+                    "Unix sockets NOT confined: no seccomp filter for this machine",
+                    "listening sockets NOT confined", "files confined"]),
+}
+
+
+@pytest.mark.parametrize("lacking", DEGRADED)
+def test_a_server_that_cannot_confine_a_part_says_so_and_confines_the_rest(tmp_path, lacking):
+    patch, expected = DEGRADED[lacking]
+    places = Places(tmp_path)
+    site = tmp_path / "site"  # sitecustomize runs in the server's processes before main
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(patch + "\n")
+    server = Server(TOKEN, [], cwd=places.work,
+                    env={"HOME": str(places.home), "PYTHONPATH": str(site)})
+    try:
+        server.wait_until_listening()
+        said = "".join(_lines_until(server, "sandbox: privileges"))
+        for words in expected:
+            assert words in said, (words, said)
+        status, document = call(server.connect(), "GET", "/openapi.json")
+        assert document["info"]["x-sandbox"]["not_confined"], document["info"]["x-sandbox"]
+        code = escape_code("connecting to a listener on loopback", places.fields(0))
+        status, reply = call(server.connect(), "POST", "/execute",
+                             {"code": code, "state_name": "initial"})
+        assert reply["error"]["ename"] == "PermissionError", reply  # by one or the other
+        assert not places.reached()
+    finally:
+        server.stop()
+        places.close()
+
+
 # -- the work cells need ---------------------------------------------------------------------
 
 def ok(running, code, **fields):
