@@ -65,8 +65,10 @@ def exposed_code(writable):
     """The server's own code (its Python installation, this package) that lies where cells
     may write: they could change what the next server, or the supervisor, runs."""
     code = {os.path.realpath(path) for path in (sys.prefix, sys.exec_prefix, _PACKAGE_DIR)}
-    return sorted(path for path in code
-                  if any(_within(path, place) for place in writable if place not in DEVICES))
+    exposed = [path for path in code
+               if any(_within(path, place) for place in writable if place not in DEVICES)]
+    return sorted(path for path in exposed  # the package in the virtualenv: bound with it
+                  if not any(path != other and _within(path, other) for other in exposed))
 
 
 def readable():
