@@ -392,6 +392,25 @@ def test_the_workdir_is_a_cells_and_the_files_api_agrees_with_the_sandbox(confin
     assert SECRET.encode() not in body
 
 
+def test_a_workdir_inside_home_is_a_cells_and_the_rest_of_home_is_not(tmp_path):
+    places = Places(tmp_path)
+    project = places.home / "project"
+    project.mkdir()
+    server = Server(TOKEN, [], cwd=project, env={"HOME": str(places.home)})
+    try:
+        server.wait_until_listening()
+        code = ("open('notes.txt', 'w').write('mine')\nprint(open('notes.txt').read())\n"
+                "print(open('../secret').read())")
+        status, reply = call(server.connect(), "POST", "/execute",
+                             {"code": code, "state_name": "initial"})
+        assert stdout(reply) == "mine\n" and SECRET not in json.dumps(reply)
+        assert "refused by the server's sandbox" in reply["error"]["evalue"]
+        assert (project / "notes.txt").read_text() == "mine"
+    finally:
+        server.stop()
+        places.close()
+
+
 def test_temporary_files_go_to_the_servers_private_directory(confined):
     reply = ok(confined, "import os, tempfile\n"
                          "with tempfile.NamedTemporaryFile('w+') as f:\n"
