@@ -13,6 +13,7 @@ import http.client
 import importlib.metadata
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +22,9 @@ import time
 
 import pytest
 
-from test_server import TIMEOUT, TOKEN, Server, call, server_env  # noqa: F401
+from snapshot_kernel import cli
+from test_crashes import _state, server_process_of
+from test_server import SERVER_TMPDIR, TIMEOUT, TOKEN, Server, call, server_env
 
 SECRET = "the-secret-in-home-7f3a"
 MARKER = "SNAPSHOT_KERNEL_SUPERVISOR_MARKER"
@@ -408,6 +411,34 @@ def test_a_workdir_inside_home_is_a_cells_and_the_rest_of_home_is_not(tmp_path):
         assert (project / "notes.txt").read_text() == "mine"
     finally:
         server.stop()
+        places.close()
+
+
+def sandbox_dirs(supervisor_pid):
+    """The sandbox's private directories of one supervisor, in the servers' $TMPDIR."""
+    prefix = f"{cli.SANDBOX_PREFIX}{supervisor_pid}-"
+    return [name for name in os.listdir(SERVER_TMPDIR) if name.startswith(prefix)]
+
+
+def test_the_private_directory_goes_when_the_server_stops_or_at_the_next_start(tmp_path):
+    places = Places(tmp_path)
+    try:
+        stopped = Running(places)
+        ok(stopped, "import tempfile\ntempfile.NamedTemporaryFile(delete=False).write(b'x')")
+        assert len(sandbox_dirs(stopped.server.process.pid)) == 1
+        stopped.server.process.send_signal(signal.SIGTERM)
+        assert stopped.server.process.wait(TIMEOUT) == 0
+        assert sandbox_dirs(stopped.server.process.pid) == []
+        killed = Running(places)
+        killed.server.process.kill()  # SIGKILL: the supervisor cannot clean up
+        killed.server.process.wait(TIMEOUT)
+        _wait_until(lambda: server_process_of(killed.server.process.pid) == -1
+                    or _state(server_process_of(killed.server.process.pid)) == "Z",
+                    "its server process to follow it")
+        assert len(sandbox_dirs(killed.server.process.pid)) == 1
+        Running(places).stop()
+        assert sandbox_dirs(killed.server.process.pid) == []
+    finally:
         places.close()
 
 
