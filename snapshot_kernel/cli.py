@@ -22,6 +22,7 @@ STATE_DIR_ENV = "SNAPSHOT_KERNEL_STATE_DIR"
 DEFAULT_BIND = "127.0.0.1:8080"
 PRIVATE_PREFIX = "snapshot-kernel-states-"  # then the supervisor's pid, "-", mkdtemp's letters
 JOURNAL = "journal"  # the file in a state directory where running executions are noted
+SANDBOX_PREFIX = "snapshot-kernel-sandbox-"  # the same, for the sandbox's private directory
 DEFAULT_THREADS = 16
 CONTROL_THREADS = 4  # workers /execute never takes, so that control requests always find one
 DEFAULT_MAX_RUNNING = DEFAULT_THREADS - CONTROL_THREADS
@@ -31,8 +32,11 @@ DEFAULT_MAX_BODY = 10 * 1024 * 1024
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         prog="snapshot-kernel",
-        description="A branchable Python execution server. Cells run with this "
-                    "process's rights: it is not a sandbox; bind it to loopback.",
+        description="A branchable Python execution server. Cells run in a sandbox: they "
+                    "write only in the workdir, the state directory and a private "
+                    "temporary directory, read only those, Python and the system's files, "
+                    "and reach no network. The token is the API's only boundary: bind it "
+                    "to loopback.",
         epilog="snapshot-kernel mcp --help: the kernel as MCP tools, for agent hosts.")
     parser.add_argument("--bind", default=DEFAULT_BIND, type=_host_port,
                         help=f"HOST:PORT to listen on (default {DEFAULT_BIND}; port 0 picks one)")
@@ -68,12 +72,16 @@ def parse_args(argv=None):
                              f"(default {DEFAULT_MAX_IMPORT})")
     _add_connection_limits(parser)
     _add_kernel_options(parser)
+    _add_sandbox_options(parser)
     args = parser.parse_args(argv)
     if not args.token:
         parser.error(f"no token: pass --token SECRET or set {TOKEN_ENV}")
     if args.in_memory and args.state_dir is not None:
         parser.error("--in-memory keeps no state directory: drop --state-dir (or "
                      f"${STATE_DIR_ENV}) or --in-memory")
+    if args.no_sandbox and args.allow_network:
+        parser.error("--allow-network opens the sandbox's network; --no-sandbox has no "
+                     "sandbox: drop one of them")
     if args.max_running is None:
         args.max_running = max(1, args.threads - CONTROL_THREADS)
     if args.max_running >= args.threads:
@@ -95,6 +103,18 @@ def _add_connection_limits(parser):
                         help="seconds a client has to send a request line and headers, from "
                              "connecting or from the previous reply; also the longest pause "
                              f"allowed in a body (default {DEFAULT_REQUEST_TIMEOUT:g})")
+
+
+def _add_sandbox_options(parser):
+    parser.set_defaults(sandbox_dir=None)  # main() makes one in the supervisor (private_sandbox_dir)
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="run cells with this process's rights: they can read and write "
+                             "whatever its user may, open sockets and signal its processes. "
+                             "By default a sandbox confines them (docs/security.md)")
+    parser.add_argument("--allow-network", action="store_true",
+                        help="let cells open outgoing network connections, which the sandbox "
+                             "refuses by default (%%pip install needs it to reach the "
+                             "package index); they still listen on no port")
 
 
 def _add_kernel_options(parser):
@@ -155,15 +175,29 @@ def private_state_dir(args):
     return args.state_dir
 
 
-def _sweep_private_dirs(parent):
-    """Remove this user's private state directories in ``parent`` whose server is gone."""
+def private_sandbox_dir(args):
+    """The sandbox's private directory (its $TMPDIR, caches and, without a state directory,
+    its packages: ``sandbox.policy.Places``), new in $TMPDIR, which the supervisor removes
+    when it stops; its path, set in ``args``; or None with --no-sandbox. Named as
+    ``private_state_dir``'s, and swept as they are."""
+    if args.no_sandbox:
+        return None
+    parent = tempfile.gettempdir()
+    _sweep_private_dirs(parent, SANDBOX_PREFIX)
+    args.sandbox_dir = tempfile.mkdtemp(prefix=f"{SANDBOX_PREFIX}{os.getpid()}-", dir=parent)
+    return args.sandbox_dir
+
+
+def _sweep_private_dirs(parent, prefix=PRIVATE_PREFIX):
+    """Remove this user's private directories named ``prefix...`` in ``parent`` whose
+    server is gone."""
     try:
         entries = list(os.scandir(parent))
     except OSError:
         return
     for entry in entries:
-        pid = entry.name[len(PRIVATE_PREFIX):].split("-", 1)[0]
-        if not entry.name.startswith(PRIVATE_PREFIX) or not pid.isdigit():
+        pid = entry.name[len(prefix):].split("-", 1)[0]
+        if not entry.name.startswith(prefix) or not pid.isdigit():
             continue
         try:
             if entry.stat(follow_symlinks=False).st_uid != os.getuid() or _alive(int(pid)):

@@ -2,8 +2,10 @@
 do not stop. A mixin of ``SnapshotKernel``, whose methods run under its lock, and the
 supervisor thread, which takes that lock for each check."""
 
+import sys
 import threading
 import time
+import traceback
 import weakref
 
 from . import memory
@@ -146,7 +148,10 @@ def _supervise(kernel_ref):
                 kernel._supervising = False
                 return
             for run in list(kernel._runs.running.values()):
-                kernel._check_locked(run, now)
+                try:
+                    kernel._check_locked(run, now)
+                except Exception:  # a bug of ours must not end every cell's deadlines
+                    traceback.print_exc(file=sys.__stderr__)
             limit = kernel.max_cell_memory
             if limit is not None and kernel._runs.running:
                 kernel._check_memory_locked(limit)

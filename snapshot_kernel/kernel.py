@@ -29,6 +29,7 @@ import traceback
 from .runtime import (capture, display, fs, gate, held, interrupt, kinds, mainmodule,
                       monkeypatches, plots, settings)
 from . import cell, checkpoints, heap, suggestions, tree, values
+from .sandbox import refusals
 from .states import cow
 from .notebook import magics
 from .checkpoints import Checkpointing
@@ -415,8 +416,8 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following, T
         exc = exc if exc is not None else failed
         if exc is not None:
             error = explain_gone(cell.error_dict(exc), working.gone if working else {})
-            outcome = Outcome(error=suggestions.with_suggestion(
-                error, lambda: _names_known(working, run.source)))
+            outcome = Outcome(error=refusals.explain(suggestions.with_suggestion(
+                error, lambda: _names_known(working, run.source))))
         cell.Source.done(run.filename)
         return outcome
 
@@ -516,6 +517,11 @@ class SnapshotKernel(Deadlines, Checkpointing, Porting, Describing, Following, T
         except (OSError, StoreError) as exc:
             return kernel_error("StoreError", f"the new state could not be saved to the "
                                 f"state directory ({exc}); nothing was stored")
+        except Exception as exc:  # a bug of ours, or a value's method failing twice: the
+            traceback.print_exc(file=sys.__stderr__)  # cell still gets its reply
+            return kernel_error("StoreError", f"the new state could not be saved to the "
+                                f"state directory ({type(exc).__name__}: {exc}); nothing "
+                                "was stored; the server log has the traceback")
         return None
 
     @staticmethod

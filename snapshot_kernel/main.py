@@ -28,8 +28,9 @@ from .web.bodies import (DEFAULT_MAX_IMPORT, DEFAULT_PAGE, EXECUTE_FIELDS,
 from .files import Workdir
 from .states.store import StoreError
 from .cli import (DEFAULT_MAX_BODY, DEFAULT_MAX_RUNNING, enter_workdir, journal_for, kernel_from,
-                  parse_args, private_state_dir)
+                  parse_args, private_sandbox_dir, private_state_dir)
 from .crashes import FORCED_EXIT
+from .sandbox.confine import confine, protect_supervisor
 from .supervisor import supervise
 from .tree import drawn
 from .web.fileroutes import add_file_routes
@@ -61,10 +62,11 @@ WAIT_SLICE = 0.25  # seconds between checks that a waiting client is still there
 
 
 def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING,
-               files=None, max_import=DEFAULT_MAX_IMPORT):
+               files=None, max_import=DEFAULT_MAX_IMPORT, sandbox=None):
     """A Bottle app serving ``kernel``, and the ``files`` of a ``Workdir`` (by default
     the kernel's workdir, where its cells run, or the current directory), to clients
-    that present ``token``.
+    that present ``token``; GET /openapi.json says what the ``sandbox`` (a
+    ``sandbox.confine.Confinement``; None: none) confines.
 
     At most ``max_running`` requests that wait on a cell (a waiting /execute, a
     long poll) or move a file's bytes are served at once; more are refused with
@@ -186,7 +188,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 
     @app.get("/openapi.json")
     def openapi_document():
-        return openapi.document(max_body, files.max_file, max_import)
+        return openapi.document(max_body, files.max_file, max_import, sandbox)
 
     return app
 
@@ -409,11 +411,14 @@ def main(argv=None):
         listener = listening_socket(args.bind)
     except OSError as exc:
         sys.exit(f"snapshot-kernel: cannot listen on {args.bind[0]}:{args.bind[1]} ({exc})")
+    sandbox_dir = private_sandbox_dir(args)
     if args.no_supervisor:
         journal, stop = journal_for(args, supervised=False)
         serve(args, listener, files, stop, journal)
     private = private_state_dir(args)
     journal, stop = journal_for(args, supervised=True)
+    if sandbox_dir is not None:
+        protect_supervisor()
     # The supervisor kills a server process still there 0.1 s after it should have exited
     # (serve_until_signalled), and so within the 5 s a stop may take, whatever a cell holds.
     try:
@@ -421,8 +426,9 @@ def main(argv=None):
             status = supervise(functools.partial(serve, args, listener, files),
                                SHUTDOWN_TIMEOUT - 0.4, journal, stop)
     finally:  # only the supervisor gets here: a server process ends in os._exit
-        if private is not None:
-            shutil.rmtree(private, ignore_errors=True)
+        for directory in (private, sandbox_dir):
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
     sys.exit(status)
 
 
@@ -430,19 +436,22 @@ def serve(args, listener, files, crash=None, journal=None):
     """Serve on ``listener`` (and ``files``, the working directory) until SIGINT or
     SIGTERM, then end the process; told how the last server (process) ended
     (``crash``), noting executions in ``journal`` (``cli.journal_for``)."""
+    sandbox = confine(args, files.root, listener)  # first: before this process starts a thread
     try:
         kernel = kernel_from(args, crash, journal)
     except StoreError as exc:
         sys.exit(f"snapshot-kernel: {exc}")
     app = create_app(kernel, args.token, args.max_body, args.max_running, files,
-                     args.max_import)
+                     args.max_import, sandbox)
     server = make_server(app, args.bind, args.threads, args.max_connections, args.max_header,
                          args.request_timeout, listener)
     server.prepare()
+    sandbox.seal()  # it listens: no socket may from now on, before any cell runs
     if journal is not None:
         journal.ready()
     host, port = server.bind_addr[:2]
     say(f"snapshot-kernel listening on http://{host}:{port}")
+    sandbox.say()
     serve_until_signalled(server, kernel.close)  # kernel.close: waiting requests answer at once
     exit_now()  # without joining what cells left running: threads, executors, child processes
 

@@ -12,8 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # benchmark -> its arguments for a small run (settings.py is small as it is)
 SMALL = {"run": ["--quick"], "bigdata": ["--quick"], "branches": ["--quick"],
          "cliffs": ["--quick"], "crashes": ["--quick"], "durable": ["--quick"],
-         "memory": ["--quick"], "portable": ["--quick"], "smallstates": ["--quick"],
-         "settings": [], "stop": ["--quick"], "agentday": ["--quick"]}
+         "memory": ["--quick"], "portable": ["--quick"], "sandbox": ["--quick"],
+         "smallstates": ["--quick"], "settings": [], "stop": ["--quick"], "agentday": ["--quick"]}
 
 
 def test_every_benchmark_is_listed():

@@ -119,6 +119,22 @@ def test_what_cannot_be_saved_is_reported_and_fails_clearly_after_a_restart(stat
     assert "cannot pickle '_thread.lock'" in failed["error"]["traceback"][-1]
 
 
+def test_a_value_whose_pickling_raises_anything_is_lost_not_a_failed_request(state_dir):
+    """A ``multiprocessing.Queue`` refuses pickling with RuntimeError, which the store
+    once let through: the request got a 500, the state was never made, and the deadlines
+    thread died on the closed connection. Any exception a value's ``__getstate__`` or
+    ``__reduce__`` raises makes that one name lost; the others, and the state, are kept."""
+    kernel = SnapshotKernel(state_dir=state_dir)
+    reply = ok(kernel, "import multiprocessing as mp\nq = mp.Queue()\nq.put(7)\n"
+                       "class Odd:\n    def __reduce__(self): raise KeyError('mine')\n"
+                       "odd = Odd()\nkept = [1, 2]", new_state_name="queue")
+    assert sorted(reply["lost"]) == ["odd", "q"]
+    assert reply["lost"]["q"].startswith("RuntimeError: Queue objects should only be shared")
+    assert reply["lost"]["odd"] == "KeyError: 'mine'"
+    assert printed(kernel, "print(q.get(timeout=5), kept)", "queue") == "7 [1, 2]\n"
+    assert printed(restarted(state_dir), "print(kept, 'q' in dir())", "queue") == "[1, 2] False\n"
+
+
 def test_a_reply_lists_the_lost_names_a_child_inherits_as_its_description_does(state_dir):
     """A state's ``lost`` is every name of it that could not be saved, not only those its
     own cell set: before, a child of a state holding a lock replied ``lost`` empty."""

@@ -80,12 +80,13 @@ class Server:
 
 
 @pytest.fixture
-def start_server():
-    """Start servers with ``start_server(token, flags)``; every one is killed at teardown."""
+def start_server(tmp_path):
+    """Start servers with ``start_server(token, flags)``; every one is killed at teardown.
+    They work in ``tmp_path``: the sandbox lets cells write the files tests wait for there."""
     servers = []
 
     def start(token=TOKEN, flags=()):
-        servers.append(Server(token, flags))
+        servers.append(Server(token, flags, cwd=tmp_path))
         servers[-1].wait_until_listening()
         return servers[-1]
 
@@ -241,3 +242,18 @@ def test_the_console_script_is_installed_and_has_help():
     assert done.returncode == 0
     assert done.stdout.startswith("usage: snapshot-kernel")
     assert "--bind" in done.stdout and TOKEN_ENV in done.stdout
+
+
+def test_a_connection_the_server_closed_counts_as_gone():
+    """The deadlines thread asks whether a waiting cell's client left. After a reply that
+    failed, Cheroot had closed the socket (its fd is -1): the question raised ValueError
+    and ended the deadlines thread, so no cell's timeout held any more."""
+    import socket
+    from snapshot_kernel.web.server import client_gone
+    left, right = socket.socketpair()
+    with left, right:
+        assert client_gone(left) is False
+        right.close()
+        assert client_gone(left) is True
+        left.close()
+        assert client_gone(left) is True

@@ -19,6 +19,7 @@ import shlex
 import sys
 import tokenize
 
+from ..sandbox import refusals
 from . import commands, timing
 
 SUPPORTED = "!cmd, x = !cmd, %pip, %time, %%time, %timeit, %%timeit, %matplotlib inline"
@@ -182,8 +183,15 @@ class Shell:
         command = _expand(command, frame)
         if _PIP_COMMAND.match(command):  # `!pip` means this server's pip, as `%pip` does
             _pip(_PIP_COMMAND.sub("", command, count=1), frame)
-        else:
+        elif refusals.ACTIVE is None:
             frame.f_globals["_exit_code"] = commands.run(command, _to_stdout, _to_stderr)
+        else:  # a command the sandbox refused says so its own way: the note says why
+            refused = []
+            status = commands.run(command, _watching(_to_stdout, refused),
+                                  _watching(_to_stderr, refused))
+            frame.f_globals["_exit_code"] = status
+            if status != 0 and refused:
+                _to_stderr(refusals.shell_note())
 
     def getoutput(self, command):
         """``x = !command``: its stdout and stderr, as a list of lines."""
@@ -233,6 +241,15 @@ def _to_stderr(text):
     sys.stderr.write(text)
 
 
+def _watching(sink, refused):
+    """``sink``, noting in ``refused`` whether what passes says something was refused."""
+    def write(text):
+        if not refused and refusals.says_refused(text):
+            refused.append(True)
+        sink(text)
+    return write
+
+
 def _expand(command, frame):
     """IPython's ``$name`` and ``{name}``: a variable of the caller, else left for
     the shell (``$HOME``); ``$$`` is a ``$``."""
@@ -250,9 +267,17 @@ def _expand(command, frame):
 def _pip(args, frame):
     """``%pip args``: this server's pip, whatever ``pip`` the PATH holds."""
     command = f"{shlex.quote(sys.executable)} -m pip {args}"
-    frame.f_globals["_exit_code"] = commands.run(command, _to_stdout, _to_stderr)
+    refused = []
+    status = frame.f_globals["_exit_code"] = commands.run(
+        command, _watching(_to_stdout, refused), _watching(_to_stderr, refused))
     importlib.invalidate_caches()  # so what was just installed can be imported at once
-    if args.split()[:1] in (["install"], ["uninstall"]):
+    subcommand = (args.split() or [""])[0]
+    if refusals.ACTIVE is not None:  # the sandbox's package directory, not the server's own
+        notes = refusals.pip_notes(subcommand, status, bool(refused))
+        for text, write in zip(notes, (_to_stdout, _to_stderr)):
+            if text:
+                write(text)
+    elif subcommand in ("install", "uninstall"):
         print(PIP_NOTE)
 
 

@@ -237,20 +237,22 @@ def dumps(values, buffers, pickler=Pickler):
         return pickle.dumps(values, protocol=5), {}, lost  # what Pickler would write
     try:
         return (*_dump(values, buffers, pickler), lost)
-    except _CANNOT_PICKLE:  # find which names: they are lost, the others are saved
+    except MemoryError:
+        raise
+    except Exception:  # find which names: they are lost, the others are saved
         pass
     for name, value in values.items():
         try:
             _dump(value, buffers, pickler)
-        except _CANNOT_PICKLE as exc:
+        except MemoryError:
+            raise
+        except Exception as exc:  # any: a __reduce__ or __getstate__ may raise what it likes
             lost[name] = f"{type(exc).__name__}: {exc}"
     return (*_dump({name: value for name, value in values.items() if name not in lost},
                    buffers, pickler), lost)
 
 
 _PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})  # no reductions
-_CANNOT_PICKLE = (pickle.PicklingError, TypeError, AttributeError, ValueError, RecursionError,
-                  NotImplementedError)
 
 
 def _dump(value, buffers, pickler_class):

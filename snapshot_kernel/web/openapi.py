@@ -34,20 +34,31 @@ Every route needs the token, as `Authorization: Bearer <token>` or as `?token=<t
 Every 4xx and 5xx reply is `{"error": "<what is wrong and how to fix it>"}` as JSON, and a \
 refused request changes nothing. A route asked with a method it does not serve answers 405 \
 with an `Allow` header, its error naming the methods to use; an unknown route answers 404, \
-its error naming the nearest route and listing them all. Code runs with the server's rights: \
-it is not a sandbox.
+its error naming the nearest route and listing them all.
+
+{sandbox}
 
 Files: `/files/<path>` is a file of the server's working directory (`--workdir`), \
 `/files/<path>/` and `/files/` list a directory. A path that could leave that directory \
 (`..`, absolute, through a symbolic link, with a NUL byte) is a 400."""
 
 
-def document(max_body=None, max_file=DEFAULT_MAX_FILE, max_import=DEFAULT_MAX_IMPORT):
+UNCONFINED = "Sandbox: none; code runs with the rights of the process that serves it."
+
+
+def document(max_body=None, max_file=DEFAULT_MAX_FILE, max_import=DEFAULT_MAX_IMPORT,
+             sandbox=None):
     """The OpenAPI document of a server that refuses JSON bodies over ``max_body`` bytes,
-    files over ``max_file`` and archives over ``max_import``."""
+    files over ``max_file`` and archives over ``max_import``, and whose cells the
+    ``sandbox`` confines (a ``sandbox.confine.Confinement``; None: nothing does)."""
+    info = {"title": "snapshot-kernel", "version": _version(),
+            "description": DESCRIPTION.replace(
+                "{sandbox}", UNCONFINED if sandbox is None else sandbox.description())}
+    if sandbox is not None:
+        info["x-sandbox"] = sandbox.report()
     return {
         "openapi": "3.1.0",
-        "info": {"title": "snapshot-kernel", "version": _version(), "description": DESCRIPTION},
+        "info": info,
         "tags": [{"name": "executions", "description": "Run code, follow and stop runs."},
                  {"name": "states", "description": "The stored states."},
                  {"name": "files", "description": "The files of the working directory."},

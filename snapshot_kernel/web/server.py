@@ -239,9 +239,13 @@ def _discard_input(sock, limit=1 << 20):
 
 
 def client_gone(sock):
-    """True once the client has closed or reset ``sock``; never blocks."""
+    """True once the client has closed or reset ``sock`` (or the server closed it, after
+    a reply); never blocks."""
     poller = select.poll()
-    poller.register(sock, select.POLLIN)
+    try:
+        poller.register(sock, select.POLLIN)
+    except ValueError:  # closed: its fd is -1
+        return True
     if not poller.poll(0):
         return False
     try:
