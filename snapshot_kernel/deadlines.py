@@ -76,7 +76,7 @@ class Deadlines:
         """Interrupt ``run`` once; later calls change nothing.
 
         Sending only one exception per execution is what makes the window
-        around the cell safe: see ``_run``.
+        around the cell safe: see ``running.Running._run``.
         """
         if run.interrupt_reason is not None:
             return
