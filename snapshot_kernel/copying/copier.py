@@ -35,7 +35,7 @@ import time
 import types
 import weakref
 
-from . import handlers, iterators  # (each registers its handlers)
+from . import handlers, iterators  # noqa: F401 (each registers its handlers)
 from .dispatch import ATOMIC, UNPINNED, Pending, Uncopyable, handler_for, same_contents
 from .covariables import CoVariables
 from .reducing import Reducing
@@ -117,6 +117,7 @@ def _copied_at_one_moment(copier, value):
     again while this thread keeps the interpreter, long enough for a copy like the one
     that failed, so that it is of one moment (other threads wait that long at most, or
     until C code in the copy lets them run, when it may fail again, saying so)."""
+    took = 0.0  # how long the failed attempt copied
     for attempt in range(_ATTEMPTS):
         mark, began = len(copier.memo), time.perf_counter()
         interval = sys.getswitchinterval()
