@@ -121,7 +121,7 @@ def measure(kind, workload, cell):
                 replies.append(reply)
             after = settled_memory(server)
     except harness.MEASURE_ERRORS as exc:
-        return Run([], failure=f"{type(exc).__name__}: {exc}".splitlines()[0][:100])
+        return Run([], failure=harness.failure(exc))
     return Run(times, data_bytes, before - empty, after - before, shown_text(replies[0]))
 
 
@@ -238,3 +238,4 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+    harness.finish()

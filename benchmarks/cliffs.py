@@ -150,7 +150,7 @@ def measure(quick, only=None):
             try:
                 found.append((row, on_server(server, row, number), in_plain_process(row, quick)))
             except harness.MEASURE_ERRORS as exc:
-                found.append((row, f"{type(exc).__name__}: {exc}".splitlines()[0][:100], None))
+                found.append((row, harness.failure(exc), None))
     return found
 
 
@@ -217,3 +217,4 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+    harness.finish()

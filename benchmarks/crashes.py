@@ -123,7 +123,7 @@ def main(argv=None):
         measure(f"--state-dir, {states:,} states",
                 ("--state-dir", os.path.join(scratch, "full")), states, rows)
     except harness.MEASURE_ERRORS as exc:
-        print(f"\nfailed: {type(exc).__name__}: {exc}")
+        print(f"\nfailed: {harness.failure(exc)}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     heading("back after a crash", f"ms from the crash to an answered GET /states, median "
@@ -136,3 +136,4 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+    harness.finish()

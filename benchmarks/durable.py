@@ -529,7 +529,7 @@ def main(argv=None):
                 try:
                     run(sizes, scratch)
                 except harness.MEASURE_ERRORS as exc:
-                    print(f"\n== {section}: failed: {type(exc).__name__}: {exc}")
+                    print(f"\n== {section}: failed: {harness.failure(exc)}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"\n(ran in {time.perf_counter() - started:.0f} s)")
@@ -537,3 +537,4 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+    harness.finish()

@@ -54,6 +54,22 @@ class ServerFailed(RuntimeError):
 
 # What a failed measurement can raise: it is reported, and the program goes on.
 MEASURE_ERRORS = (ServerFailed, OSError, http.client.HTTPException, ValueError, KeyError)
+FAILURES = []  # what failed in this run: ``finish`` then exits 1
+
+
+def failure(exc):
+    """A failed measurement's one-line description, recorded: the run goes on to its other
+    figures but exits 1 (tests/test_benchmarks.py counts on that)."""
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0][:100]
+    FAILURES.append(text)
+    return text
+
+
+def finish():
+    """End a benchmark's run: exit 1, naming them, if any measurement failed."""
+    if FAILURES:
+        print(f"\n{len(FAILURES)} measurement(s) failed: " + "; ".join(FAILURES))
+        sys.exit(1)
 
 
 class Server:

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 
+import harness
 from harness import MEASURE_ERRORS, Server, heading, ms_range, verdict
 
 KINDS = {"confined": [], "--no-sandbox": ["--no-sandbox"]}
@@ -110,4 +111,5 @@ if __name__ == "__main__":
     try:
         main("--quick" in sys.argv[1:])
     except MEASURE_ERRORS as exc:
-        print(f"the measurement failed: {exc}")
+        print(f"the measurement failed: {harness.failure(exc)}")
+    harness.finish()

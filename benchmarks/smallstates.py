@@ -151,7 +151,7 @@ def main(quick=False):
     try:
         sizes, loops = measure(quick)
     except harness.MEASURE_ERRORS as exc:
-        print(f"\n== small states: failed: {type(exc).__name__}: {exc}")
+        print(f"\n== small states: failed: {harness.failure(exc)}")
         return
     print_sizes(sizes)
     print_loops(loops)
@@ -161,3 +161,4 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smaller large state")
     main(parser.parse_args().quick)
+    harness.finish()

@@ -45,8 +45,10 @@ def in_background(kernel, code, state="initial", **kwargs):
 
 
 def wait_until_running(kernel, *exec_ids):
-    """Wait (bounded) until each of ``exec_ids`` is listed as running."""
+    """Wait (bounded) until the code of each of ``exec_ids`` has begun: listed, and past
+    compiling and the gate of settings (its report's ``thread_id`` is set only then)."""
     deadline = time.monotonic() + WAIT
-    while not set(exec_ids) <= {run["exec_id"] for run in kernel.executions()}:
+    while not set(exec_ids) <= {run["exec_id"] for run in kernel.executions()
+                                if run["thread_id"] is not None}:
         assert time.monotonic() < deadline, f"{exec_ids} did not start"
         time.sleep(0.005)

@@ -32,3 +32,17 @@ def test_the_benchmark_runs_to_its_end(name):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "Traceback" not in done.stdout + done.stderr, done.stderr[-3000:]
     assert done.stdout.strip()  # its figures
+
+
+def test_a_benchmark_whose_measurement_failed_exits_1_after_its_other_figures():
+    """A failure a benchmark reports and goes on from still fails its run (and the test
+    above): ``harness.failure`` records it, ``harness.finish`` exits 1 naming it."""
+    code = ("import harness\nprint('a figure')\n"
+            "print('failed:', harness.failure(harness.ServerFailed('no reply\\nlog')))\n"
+            "print('another figure')\nharness.finish()")
+    done = subprocess.run([sys.executable, "-c", code], cwd=os.path.join(ROOT, "benchmarks"),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [
+        "a figure", "failed: ServerFailed: no reply", "another figure", "",
+        "1 measurement(s) failed: ServerFailed: no reply"]
