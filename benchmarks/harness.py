@@ -58,17 +58,20 @@ FAILURES = []  # what failed in this run: ``finish`` then exits 1
 
 
 def failure(exc):
-    """A failed measurement's one-line description, recorded: the run goes on to its other
-    figures but exits 1 (tests/test_benchmarks.py counts on that)."""
-    text = f"{type(exc).__name__}: {exc}".splitlines()[0][:100]
+    """A failed measurement's one-line description; the whole of it is recorded: the run goes
+    on to its other figures but exits 1 (tests/test_benchmarks.py counts on that)."""
+    text = f"{type(exc).__name__}: {exc}"
     FAILURES.append(text)
-    return text
+    return text.splitlines()[0][:100]
 
 
 def finish():
-    """End a benchmark's run: exit 1, naming them, if any measurement failed."""
+    """End a benchmark's run: exit 1, naming them, if any measurement failed. Each is shown
+    whole (a server that did not start, with its log), since a CI run is all there is to read."""
     if FAILURES:
-        print(f"\n{len(FAILURES)} measurement(s) failed: " + "; ".join(FAILURES))
+        print(f"\n{len(FAILURES)} measurement(s) failed:")
+        for text in FAILURES:
+            print("   " + text.replace("\n", "\n      "))
         sys.exit(1)
 
 
@@ -80,16 +83,27 @@ class Server:
         port every ``poll`` seconds; ``started`` and ``listening`` are perf_counter times."""
         command, token_variable = COMMANDS[kind]
         self.kind = kind
-        self.log = tempfile.TemporaryFile(mode="w+")  # a file, so no pipe can fill and block it
+        self.options = options
+        # A file, so no pipe can fill and block it. The server writes it appending and this
+        # process reads it through a descriptor of its own: sharing one, a seek to read moved
+        # the server's write offset, and its next line overwrote the one naming its port.
+        handle, self.log_path = tempfile.mkstemp(prefix="server-", suffix=".log")
+        os.close(handle)
         env = {**os.environ, token_variable: TOKEN,  # not --token: ps shows command lines
                "PYTHONPATH": os.pathsep.join(filter(None, [CHECKOUT,
                                                            os.environ.get("PYTHONPATH")]))}
         self.started = time.perf_counter()
-        self.process = subprocess.Popen([*command, *options], stdin=subprocess.DEVNULL,
-                                        stdout=self.log, stderr=self.log, env=env,
-                                        start_new_session=True)
+        with open(self.log_path, "a") as writer:
+            self.process = subprocess.Popen([*command, *options], stdin=subprocess.DEVNULL,
+                                            stdout=writer, stderr=writer, env=env,
+                                            start_new_session=True)
         self.pid = self.process.pid
-        self.port = self._wait_for_port(poll)
+        self.connection = None
+        try:
+            self.port = self._wait_for_port(poll)
+        except BaseException:
+            self.stop()  # a server that did not start is not left running
+            raise
         self.listening = time.perf_counter()
         self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=SLACK)
         self.last_used = time.monotonic()
@@ -103,11 +117,15 @@ class Server:
             if self.process.poll() is not None:
                 break
             time.sleep(poll)
-        raise ServerFailed(f"{self.kind} server did not start; its log:\n{self.log_text()}")
+        code = self.process.poll()
+        how = (f"it exited with {code}" if code is not None
+               else f"it printed no port in {STARTUP_TIMEOUT:g} s")
+        raise ServerFailed(f"{self.kind} server did not start ({how}; options "
+                           f"{' '.join(self.options)}); its log:\n{self.log_text()}")
 
     def log_text(self):
-        self.log.seek(0)
-        return self.log.read()
+        with open(self.log_path, errors="replace") as log:
+            return log.read()
 
     def execute(self, code, state_name, new_state_name=None, timeout=CELL_TIMEOUT):
         """Seconds the round trip took, and the reply; ServerFailed if the cell failed."""
@@ -144,7 +162,8 @@ class Server:
 
     def stop(self):
         """Kill the server and every process of its group (the fork server's states)."""
-        self.connection.close()
+        if self.connection is not None:
+            self.connection.close()
         _signal_group(self.pid, signal.SIGTERM)  # both servers stop their own work cleanly
         try:
             self.process.wait(STOP_GRACE)
@@ -152,7 +171,7 @@ class Server:
             pass
         _signal_group(self.pid, signal.SIGKILL)  # stragglers, and the leader if still up
         self.process.wait()
-        self.log.close()
+        os.unlink(self.log_path)
 
 
 def _signal_group(pgid, signum):

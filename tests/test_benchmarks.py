@@ -45,4 +45,4 @@ def test_a_benchmark_whose_measurement_failed_exits_1_after_its_other_figures():
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines() == [
         "a figure", "failed: ServerFailed: no reply", "another figure", "",
-        "1 measurement(s) failed: ServerFailed: no reply"]
+        "1 measurement(s) failed:", "   ServerFailed: no reply", "      log"]
