@@ -29,6 +29,7 @@ from snapshot_kernel.web.server import CLIENT_GONE
 import archives
 from test_server import Server
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_BODY = 4096
 MAX_FILE = 100
 BINARY = ("application/x-tar",)
@@ -190,6 +191,24 @@ def test_every_route_is_described_and_nothing_else(world):
 
 def operations(document):
     return [operation for item in document["paths"].values() for operation in item.values()]
+
+
+def test_every_operation_on_a_file_path_is_fuzzed_with_positive_data_only():
+    """Schemathesis cannot send a refused file path (it drops every value that would reach
+    another route), so fuzzing one with negative data fails Hypothesis's filter_too_much
+    health check on some seeds: CI failed so on delete_directory, left out of the list."""
+    config = open(os.path.join(ROOT, ".ci", "schemathesis.toml")).read()
+    positive = set()
+    for block in config.split("[[operations]]")[1:]:
+        if re.search(r'^phases\.fuzzing\.generation\.mode = "positive"', block, re.M):
+            ids = re.search(r"^include-operation-id = (.+)$", block, re.M).group(1)
+            positive.update(re.findall(r'"(\w+)"', ids))
+    on_file_paths = {operation["operationId"]
+                     for path, item in openapi.document(MAX_BODY, MAX_FILE)["paths"].items()
+                     if "{path}" in path for operation in item.values()}
+    assert on_file_paths == {"list_directory", "delete_directory", "read_file", "write_file",
+                             "delete_file"}
+    assert on_file_paths <= positive
 
 
 def test_operation_ids_are_unique_snake_case_and_summaries_short(world):
