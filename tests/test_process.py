@@ -5,6 +5,7 @@ main thread (``replayed``). Each setting: a child sees its parent's, a sibling o
 parent never sees a branch's, and a state run twice gives the same answer.
 """
 
+import ast
 import json
 import os
 import random
@@ -110,6 +111,61 @@ def test_a_setting_follows_its_state_and_only_its_state(tmp, kernel, change, pro
     assert printed(kernel, probe, "child") == in_branch, "a child carries it"
     assert printed(kernel, probe, "base") == in_base, "the parent never sees it"
     assert in_branch == replayed(["pass", change, probe], HOME)
+
+
+@pytest.mark.parametrize("change, probe", SETTINGS, ids=IDS)
+def test_a_setting_a_cell_left_on_its_thread_reaches_no_cell_of_another_state(
+        tmp, kernel, change, probe):
+    """Cell threads are reused: all four cells here run on one thread (``execute_here``),
+    so what the change left there is what a cell of another state would find. The gallery
+    found it: scikit-learn's set_config reached cells of states that never called it."""
+    change = change.replace("TMP", repr(tmp))
+    replies = []
+
+    def cells():
+        replies.append(kernel.execute_here("pass", "initial", new_state_name="base"))
+        replies.append(kernel.execute_here(probe, "base"))
+        replies.append(kernel.execute_here(change, "base", new_state_name="branch"))
+        replies.append(kernel.execute_here(probe, "base", new_state_name="after"))
+    thread = threading.Thread(target=cells)
+    thread.start()
+    thread.join(WAIT)
+    assert [reply["error"] for reply in replies] == [None] * 4
+    before, after = helpers.stdout(replies[1]), helpers.stdout(replies[3])
+    assert after == before  # (what "base" holds is test_a_setting_follows_its_state_...'s)
+    ok(kernel, probe, "base", new_state_name="control")  # on a pooled thread
+    assert printed(kernel, probe, "after") == printed(kernel, probe, "control"), \
+        "nor is it stored in the new state"
+
+
+LEFT_ON_A_THREAD = """
+import sys, threading
+from snapshot_kernel.kernel import SnapshotKernel
+kernel = SnapshotKernel()
+probe = "import sklearn\\nprint(sklearn.get_config()['assume_finite'])"
+cells = [("pass", "initial", "base"), (probe, "base", None),
+         ("import sklearn\\nsklearn.set_config(assume_finite=True)", "base", "set"),
+         (probe, "base", "after"), (probe, "initial", None), (probe, "after", None)]
+def run():
+    for code, state, name in cells:
+        reply = kernel.execute_here(code, state, new_state_name=name)
+        print(repr("".join(output.get("text", "") for output in reply["output"])))
+thread = threading.Thread(target=run)
+thread.start()
+thread.join()
+"""
+
+
+def test_scikit_learn_s_config_left_on_a_thread_reaches_no_cell_of_another_state():
+    """The gallery found it: scikit-learn keeps its config in a threading.local, and a
+    state made before it was imported got whatever the thread's last cell left there. A
+    fresh process: in this one, another test may have imported scikit-learn already."""
+    pytest.importorskip("sklearn")
+    done = subprocess.run([sys.executable, "-c", LEFT_ON_A_THREAD], capture_output=True,
+                          text=True, timeout=120, cwd=HOME)
+    assert done.returncode == 0, done.stderr
+    shown = [ast.literal_eval(line) for line in done.stdout.splitlines()]
+    assert shown == ["", "False\n", "", "False\n", "False\n", "False\n"]
 
 
 def test_random_draws_of_a_state_are_the_same_every_time_and_siblings_do_not_move_them(kernel):

@@ -186,9 +186,12 @@ kind("numpy.printoptions", holding=THREAD, library="numpy",
 kind("numpy.errstate", holding=THREAD, library="numpy", read=lambda: _numpy().geterr(),
      write=lambda target: _numpy().seterr(**target),
      carried=lambda: _in_context_variable("numpy._core._ufunc_config", "_extobj_contextvar"))
+# scikit-learn keeps it in a threading.local, which a new thread fills from the module's
+# defaults: a state whose cells never set it gets those, not what the thread's last cell left.
 kind("sklearn.config", holding=THREAD, library="sklearn",
      read=lambda: sys.modules["sklearn"].get_config(),
-     write=lambda target: sys.modules["sklearn"].set_config(**target))
+     write=lambda target: sys.modules["sklearn"].set_config(**target),
+     fresh=lambda: dict(sys.modules["sklearn._config"]._global_config))
 
 
 # -- one per process: cells whose values differ take turns ----------------------------------
