@@ -13,7 +13,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = {"run": ["--quick"], "bigdata": ["--quick"], "branches": ["--quick"],
          "cliffs": ["--quick"], "crashes": ["--quick"], "durable": ["--quick"],
          "memory": ["--quick"], "portable": ["--quick"], "sandbox": ["--quick"],
-         "smallstates": ["--quick"], "settings": [], "stop": ["--quick"], "agentday": ["--quick"]}
+         "smallstates": ["--quick"], "settings": [], "stop": ["--quick"], "agentday": ["--quick"],
+         "gallery": ["--quick"]}
 
 
 def test_every_benchmark_is_listed():
