@@ -46,6 +46,40 @@ def test_a_cell_copies_only_the_names_it_touches(lazy, copies):
     assert printed(lazy, "print(big.items)", parent) == "[0]\n"
 
 
+# Cells that only bind ``big`` (and ``n``): its old value is neither copied in nor out.
+REBINDS = {
+    "assigned": ("big = 1\nn = 2", "1 2\n"),
+    "unpacked": ("big, n = [0], 3", "[0] 3\n"),
+    "a loop's target": ("for big in range(2):\n    n = 1", "1 1\n"),
+    "a global of a function": ("def f():\n    global big\n    big = 'f'\nf()\nn = 4",
+                               "f 4\n"),
+    "bound on a branch not taken": ("if n:\n    big = 1", "[0] 0\n"),
+}
+
+
+@pytest.mark.parametrize("code, shown", REBINDS.values(), ids=REBINDS.keys())
+def test_a_cell_that_only_binds_a_name_copies_nothing_of_its_old_value(lazy, copies, code,
+                                                                        shown):
+    """The gallery's figures: ``fig, axes = plt.subplots()`` on a state holding a big figure
+    took seconds, copying the figure it was about to drop."""
+    parent = ok(lazy, COUNTED + "big = Counted()\nn = 0")["state_name"]
+    made = copies()
+    child = ok(lazy, code, parent)["state_name"]
+    assert copies() == made
+    shown_big = "big if type(big).__name__ != 'Counted' else big.items"
+    assert printed(lazy, f"print({shown_big}, n)", child) == shown
+    assert printed(lazy, "print(big.items, n)", parent) == "[0] 0\n"
+
+
+@pytest.mark.parametrize("code", ["big = big", "del big", "big = 1\ndef f():\n    return big",
+                                  "big = globals()['big']"])
+def test_a_cell_that_reads_or_deletes_a_name_it_binds_copies_it_in(lazy, copies, code):
+    parent = ok(lazy, COUNTED + "big = Counted()")["state_name"]
+    made = copies()
+    ok(lazy, code, parent)
+    assert copies() > made
+
+
 def test_names_sharing_objects_are_copied_together(lazy):
     parent = ok(lazy, "a = [1]\nb = {'k': a}\nc = [a, b]\nlone = [9]")["state_name"]
     code = "b['k'].append(2)\nprint(a, c[0] is a, c[1] is b)"

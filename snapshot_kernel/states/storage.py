@@ -22,6 +22,7 @@ stores nothing for it, and a name whose group is unchanged is not stored again.
 """
 
 import builtins
+import dis
 import re
 import threading
 import time
@@ -214,16 +215,35 @@ def code_needs(code):
     touch (a superset), and whether it may touch any name at all."""
     found = _needs_cache.get(code)
     if found is None:
-        names = set()
+        names, binds, other = set(), set(), set()
         for each in code_tree(code):
             names.update(each.co_names)
+            _bound_or_used(each, binds, other)
             for const in each.co_consts:
                 if isinstance(const, str):
-                    names.update(_IDENTIFIER.findall(const))
-        found = (frozenset(names), not _EVERYTHING.isdisjoint(names))
+                    in_string = _IDENTIFIER.findall(const)
+                    names.update(in_string)
+                    other.update(in_string)
+        # A name the code only binds as a global, never reads or deletes, needs no copy
+        # of its old value (``fig, ax = plt.subplots()`` on a state whose figure is big).
+        found = (frozenset(names - (binds - other)),
+                 not _EVERYTHING.isdisjoint(names))
         with _cache_lock:
             _needs_cache[code] = found
     return found
+
+
+_STORES = frozenset({"STORE_NAME", "STORE_GLOBAL"})
+
+
+def _bound_or_used(code, binds, other):
+    """Add to ``binds`` the names ``code`` binds as globals, and to ``other`` every name
+    it uses otherwise: read, deleted, an attribute's, a local's, a constant string."""
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in _STORES:
+            binds.add(instruction.argval)
+        elif isinstance(instruction.argval, str):
+            other.add(instruction.argval)
 
 
 # -- an execution's namespace ----------------------------------------------------------------
