@@ -268,6 +268,33 @@ def test_recursion_limits_and_socket_timeouts_are_each_cells_own(kernel):
     assert printed(kernel, "print(sys.getrecursionlimit())", "base") == f"{limit}\n"
 
 
+def test_a_cell_deep_in_recursion_keeps_the_limit_it_started_under_while_it_runs(kernel):
+    """The interpreter's recursion limit is the highest of the running cells'. A cell that
+    ended used to lower it under one still running deeper than the new limit, and when
+    that cell then called deeper, CPython aborted the whole process ("Cannot recover from
+    stack overflow": CI's 3.10 run died so, and 3.11 does the same)."""
+    helpers.recursion_barrier = threading.Barrier(2, timeout=WAIT)
+    helpers.recursion_on = threading.Event()
+    ok(kernel, "import sys, helpers\nsys.setrecursionlimit(6000)", new_state_name="deep")
+    ok(kernel, "import helpers\n"
+               "def down(n, then):\n"
+               "    if n == 0:\n"
+               "        return then()\n"
+               "    return 1 + down(n - 1, then)\n"
+               "def wait():\n"
+               "    helpers.recursion_barrier.wait()\n"
+               f"    helpers.recursion_on.wait({WAIT})\n"
+               "    return down(100, lambda: 0)", new_state_name="base")
+    deep = in_background(kernel, "helpers.recursion_barrier.wait()", "deep", exec_id="deep")
+    wait_until_running(kernel, "deep")  # the limit is 6,000 from now on
+    base = in_background(kernel, "print(down(3000, wait))", "base")
+    assert deep()["error"] is None  # it ended while the other is 3,000 frames down
+    helpers.recursion_on.set()
+    reply = base()
+    assert reply["error"] is None, reply["error"]
+    assert stdout(reply) == "3100\n"
+
+
 def test_where_threads_cannot_own_a_directory_cells_from_others_take_turns(
         kernel, tmp_path, signal_name, monkeypatch):
     from snapshot_kernel.runtime import fs
