@@ -17,13 +17,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 import pytest
 
 from test_openapi import Described
-from test_server import (SERVER_TMPDIR, TIMEOUT, TOKEN, call, server_env,  # noqa: F401
+from test_server import (SERVER_TMPDIR, TIMEOUT, TOKEN, Server, call, server_env,  # noqa: F401
                          start_server)
 from snapshot_kernel import cli, crashes, supervisor
 from snapshot_kernel.web.process import SHUTDOWN_TIMEOUT
@@ -503,6 +504,83 @@ def server_process_of(supervisor_pid):
             except OSError:
                 continue
     return -1  # none left
+
+
+def _shared_memory_has_room():
+    """Whether /dev/shm is a tmpfs this user may write with 1 GiB free, read here apart
+    from ``cli``: /proc/mounts' last entry for the point, and statvfs."""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8") as mounts:
+            kinds = [line.split()[2] for line in mounts if line.split()[1:2] == ["/dev/shm"]]
+        room = os.statvfs("/dev/shm")
+    except OSError:
+        return False
+    return (kinds[-1:] == ["tmpfs"] and os.access("/dev/shm", os.W_OK)
+            and room.f_bavail * room.f_frsize >= 1 << 30)
+
+
+def test_without_tmpdir_the_default_keeps_states_in_shared_memory_where_it_has_room(
+        start_server, tmp_path):
+    """Shared memory outlives the server process as the disk does, and a new large buffer
+    is written there at memory's pace (cli.private_parent). Where /dev/shm is small (a
+    container's 64 MB), or $TMPDIR or --max-memory is set, the directory is in $TMPDIR."""
+    expected = "/dev/shm" if _shared_memory_has_room() else tempfile.gettempdir()
+    server = Server(TOKEN, cwd=tmp_path, env={"TMPDIR": ""})
+    try:
+        server.wait_until_listening()
+        status, reply = request_json(server, "POST", "/execute",
+                                     {"code": "import numpy as np\nbig = np.ones(200_000)",
+                                      "state_name": "initial", "new_state_name": "big"})
+        assert (status, reply["error"]) == (200, None)
+        prefix = f"{cli.PRIVATE_PREFIX}{server.process.pid}-"
+        [directory] = [entry.path for entry in os.scandir(expected)
+                       if entry.name.startswith(prefix)]
+        assert os.listdir(os.path.join(directory, "blobs"))  # big's buffer is there
+        status, reply = request_json(server, "POST", "/execute",
+                                     {"code": "print(big.sum())", "state_name": "big"})
+        assert (status, reply["output"][0]["text"]) == (200, "200000.0\n")
+        assert_stops_cleanly(server)
+        assert not os.path.exists(directory)
+    finally:
+        server.stop()
+
+
+def test_a_dead_server_s_directory_goes_from_both_places_whichever_the_next_uses(
+        tmp_path, monkeypatch):
+    """A directory left in /dev/shm holds memory: a server starting sweeps both places."""
+    shared, tmpdir = tmp_path / "shm", tmp_path / "tmp"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    left = [place / f"{cli.PRIVATE_PREFIX}{dead.stdout.strip()}-abc" for place in (shared, tmpdir)]
+    for directory in left:
+        (directory / "blobs").mkdir(parents=True)
+    monkeypatch.setattr(cli, "SHARED_MEMORY", str(shared))  # not a tmpfs: not chosen
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    args = cli.parse_args(["--token", TOKEN])
+    made = cli.private_state_dir(args)
+    assert os.path.dirname(made) == str(tmpdir) and args.private_dir
+    assert not any(directory.exists() for directory in left)
+
+
+@pytest.mark.parametrize("max_memory, environ, room, expected", [
+    (None, {}, 0, "shm"),
+    (None, {"TMPDIR": "/somewhere"}, 0, "tmp"),
+    (10 ** 9, {}, 0, "tmp"),
+    (None, {}, 1 << 62, "tmp"),  # too small
+], ids=["room", "TMPDIR set", "--max-memory", "too small"])
+def test_the_private_directory_s_place(monkeypatch, max_memory, environ, room, expected):
+    if not _shared_memory_has_room():
+        expected = "tmp"
+    if room:
+        monkeypatch.setattr(cli, "SHARED_MEMORY_ROOM", room)
+    place = cli.private_parent(max_memory, environ)
+    assert place == ("/dev/shm" if expected == "shm" else tempfile.gettempdir())
+
+
+def test_a_shared_memory_place_that_is_no_memory_file_system_is_not_used(tmp_path):
+    assert cli.private_parent(None, {}, shared_memory=str(tmp_path)) == tempfile.gettempdir()
+    assert cli.private_parent(None, {}, shared_memory=str(tmp_path / "none")) == \
+        tempfile.gettempdir()
 
 
 def test_in_memory_with_a_state_dir_is_refused(tmp_path):
