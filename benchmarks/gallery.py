@@ -28,10 +28,12 @@ The oracle is a fresh ``python`` process per example (this file with ``--plain``
 replays the chain on its main thread, as a notebook does: one namespace that is
 ``__main__``; a cell's last expression, unless it ends in ``;``, is its result (repr'd, and
 kept as ``_``); ``plt.show()`` and the end of each cell draw every pyplot figure as a tight
-PNG and close it (Jupyter's inline backend, which the server follows). It writes each
-cell's seconds and what it showed; the time covers the cell, its repr and its PNGs, not the
-HTML an estimator's ``_repr_mimebundle_`` makes, which the server's result carries as
-Jupyter's does. Each example is replayed twice, in two processes; the first gives the times.
+PNG and close it (Jupyter's inline backend, which the server follows); a result is
+formatted as IPython's display formatter does (``_repr_mimebundle_``, then each
+``_repr_*_`` method for a mime the bundle lacks: an estimator's HTML, say), which the
+server's result carries too. It writes each cell's seconds and what it showed; the time
+covers the cell, its repr, its formats and its PNGs. Each example is replayed twice, in two
+processes; the first gives the times.
 A first cell is cheaper on the server, whose process imported scikit-learn before.
 
 Compared per execution (branches too, each against the plain cell): stdout, the
@@ -65,13 +67,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import tokenize
 import types
 from dataclasses import dataclass, field
 from typing import Optional
 
 import harness
 from harness import heading, running, verdict
+
+sys.path.insert(0, os.path.join(harness.CHECKOUT, "tests"))
+from corpus import split_cell  # noqa: E402  (the oracle's rule for the shown value, as the corpus's)
 
 os.environ["MPLBACKEND"] = "Agg"  # the servers and the plain processes inherit it
 
@@ -210,6 +214,7 @@ def plain_cell(code, number, namespace):
             if value is not None:
                 namespace["_"] = value
                 result = repr(value)
+                notebook_formats(value)
                 if _is_figure(value):
                     figure_shown(value)  # as the server's result bundle: its PNG
         except Exception as exc:  # the example's own error: compared with the server's
@@ -218,21 +223,28 @@ def plain_cell(code, number, namespace):
             "result": result, "error": error, "figures": figures}
 
 
-def split_cell(code, filename):
-    """``(body, last)`` compiled: the last expression is the result unless it ends in ``;``."""
-    tree = ast.parse(code, filename, "exec")
-    last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr) and not _ends_with_semicolon(code):
-        last = compile(ast.Expression(tree.body.pop().value), filename, "eval")
-    return compile(tree, filename, "exec"), last
+REPR_METHODS = {"text/html": "_repr_html_", "text/markdown": "_repr_markdown_",
+                "image/svg+xml": "_repr_svg_", "image/png": "_repr_png_",
+                "image/jpeg": "_repr_jpeg_", "text/latex": "_repr_latex_",
+                "application/json": "_repr_json_", "application/javascript": "_repr_javascript_",
+                "application/pdf": "_repr_pdf_"}  # IPython's formatters' methods
 
 
-def _ends_with_semicolon(code):
-    skipped = {tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.ENDMARKER,
-               tokenize.DEDENT, tokenize.INDENT}
-    tokens = [token.string for token in tokenize.generate_tokens(io.StringIO(code).readline)
-              if token.type not in skipped]
-    return bool(tokens) and tokens[-1] == ";"
+def notebook_formats(value):
+    """What a notebook's kernel makes of a result besides its repr (not compared: timed)."""
+    if isinstance(value, type):
+        return
+    made = set()
+    mimebundle = getattr(value, "_repr_mimebundle_", None)
+    if callable(mimebundle):
+        with contextlib.suppress(Exception):
+            data = mimebundle(include=None, exclude=None)
+            made.update((data[0] if isinstance(data, tuple) else data or {}).keys())
+    for mime, name in REPR_METHODS.items():
+        method = getattr(value, name, None)
+        if mime not in made and callable(method):
+            with contextlib.suppress(Exception):
+                method()
 
 
 @contextlib.contextmanager
