@@ -12,11 +12,20 @@ stayed in the process though nothing used them. So:
   as ``MALLOC_ARENA_MAX=1`` would. Python allocates under the GIL, so threads
   hardly contend for it.
 * ``give_back`` calls ``malloc_trim(0)``, which returns the arena's free pages.
+
+Objects in reference cycles (a figure's artists, a fitted model's parts) are freed only by
+the cyclic collector, whose next full collection comes when the process has made enough
+new objects: inside some later cell, which then paid for the deleted states (3 s for a
+cell after ``plot_hdbscan``'s states went, in ``benchmarks/gallery.py``). So a
+``Sweeper`` collects once no cell runs.
 """
 
 import ctypes
 import ctypes.util
+import gc
 import platform
+import threading
+import time
 
 M_ARENA_MAX = -8  # mallopt's parameter, from glibc's malloc.h
 
@@ -51,3 +60,49 @@ def give_back():
     object shares with free ones (fragmentation): it takes what is free. It costs a
     few milliseconds per GB of heap, and takes no lock of ours."""
     return bool(_malloc_trim(0)) if _malloc_trim is not None else False
+
+
+class Sweeper:
+    """Collects the garbage deleted states leave, on a thread of its own, once ``idle()``
+    (no cell runs) has held for ``QUIET`` seconds; deletes that come meanwhile are swept
+    together. A cell that starts during a collection waits for it, as it would for the
+    one it would otherwise have run itself."""
+
+    QUIET = 0.05
+
+    def __init__(self, idle):
+        self._idle = idle
+        self._wanted = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = None
+        self._closed = False
+
+    def soon(self):
+        """Sweep once no cell runs; started on first use."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, daemon=True,
+                                                name="snapshot-kernel-sweeper")
+                self._thread.start()
+        self._wanted.set()
+
+    def close(self):
+        with self._lock:
+            self._closed, thread = True, self._thread
+        self._wanted.set()
+        if thread is not None:
+            thread.join(1.0)
+
+    def _loop(self):
+        while True:
+            self._wanted.wait()
+            time.sleep(self.QUIET)
+            while not self._closed and not self._idle():
+                time.sleep(self.QUIET)
+            if self._closed:
+                return
+            self._wanted.clear()
+            gc.collect()
+            give_back()

@@ -107,6 +107,7 @@ class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Fol
         self._lock = threading.Lock()
         self._states = {INITIAL: self._initial()}
         self._runs = Executions() if keep_results is None else Executions(keep_results)
+        self._sweeper = heap.Sweeper(lambda: not self._running_runs())
         self._reserved = {}
         self._generation = 0
         self._closed = False
@@ -155,6 +156,7 @@ class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Fol
         if self._store is not None:
             self._store.reset(initial)
         heap.give_back()
+        self._sweeper.soon()
         return [INITIAL]
 
     def _initial(self):
@@ -297,6 +299,7 @@ class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Fol
         while self._running_runs() and time.monotonic() < deadline:
             time.sleep(0.01)  # (a stuck cell may never end: it is left behind)
         self._threads.close()
+        self._sweeper.close()
         supervisor = getattr(self, "_supervisor", None)
         if supervisor is not None:  # it ends at its next check, the kernel being closed
             supervisor.join(max(0.0, deadline - time.monotonic()) + 1.0)

@@ -139,6 +139,7 @@ class Tending:
                 below.remove(child)
         self._drop(name)
         heap.give_back()  # now that nothing here holds the states
+        self._sweeper.soon()  # and what only their cycles held, once no cell runs
         return below
 
     def _drop(self, name):

@@ -184,3 +184,74 @@ def test_an_unknown_query_parameter_is_400_naming_the_known_ones(app, method, pa
 def test_the_token_is_a_query_parameter_every_route_takes(app):
     app.authorization = None
     assert app.get(f"/states?token={TOKEN}&tree=1").json["states"][0]["name"] == "initial"
+
+
+# -- the garbage of deleted states ------------------------------------------------------------
+
+CYCLES = ("class Node:\n    pass\n"
+          "nodes = [Node() for _ in range(5000)]\n"
+          "for node in nodes:\n    node.me = node\n")  # each freed only by the cyclic collector
+
+
+@pytest.fixture
+def collections():
+    """The full collections made from now on: ``(thread name, objects collected)``."""
+    import gc
+    import threading
+    made = []
+
+    def noted(phase, info):
+        if phase == "stop" and info["generation"] == 2:
+            made.append((threading.current_thread().name, info["collected"]))
+
+    gc.collect()  # what came before is not counted
+    gc.callbacks.append(noted)
+    yield made
+    gc.callbacks.remove(noted)
+
+
+def _wait_for(predicate, seconds=10.0):
+    import time
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return predicate()
+
+
+@pytest.mark.parametrize("how", ["delete", "reset"])
+def test_a_deleted_state_s_cycles_are_collected_by_the_sweeper_not_by_a_later_cell(
+        collections, how):
+    kernel = SnapshotKernel()
+    try:
+        ok(kernel, CYCLES, new_state_name="cyclic")
+        kernel.delete("cyclic") if how == "delete" else kernel.reset()
+        assert _wait_for(lambda: any(name == "snapshot-kernel-sweeper" and collected >= 5000
+                                     for name, collected in collections)), collections
+        import gc
+        assert gc.collect() < 5000  # nothing of the state was left for a cell to collect
+    finally:
+        kernel.shutdown()
+
+
+def test_the_sweeper_waits_for_running_cells(collections, monkeypatch):
+    import builtins
+    import threading
+    kernel = SnapshotKernel()
+    go = threading.Event()  # the cell runs until the test sets it
+    monkeypatch.setattr(builtins, "_sweeper_test_go", go, raising=False)
+    try:
+        ok(kernel, CYCLES, new_state_name="cyclic")
+        running = threading.Thread(target=kernel.execute, args=(
+            "import builtins\nbuiltins._sweeper_test_go.wait(30)", "initial"))
+        running.start()
+        assert _wait_for(lambda: kernel.executions()), "the cell never started"
+        kernel.delete("cyclic")
+        assert not _wait_for(lambda: any(name == "snapshot-kernel-sweeper"
+                                         for name, _ in collections), seconds=0.5)
+        go.set()
+        running.join(30)
+        assert _wait_for(lambda: any(name == "snapshot-kernel-sweeper" and collected >= 5000
+                                     for name, collected in collections)), collections
+    finally:
+        go.set()
+        kernel.shutdown()
