@@ -234,6 +234,59 @@ def code_needs(code):
 
 
 _STORES = frozenset({"STORE_NAME", "STORE_GLOBAL"})
+_DELETES = frozenset({"DELETE_NAME", "DELETE_GLOBAL"})
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs) | frozenset(getattr(dis, "hasjump", ()))
+_bound_first_cache = weakref.WeakKeyDictionary()  # a cell's code -> what it binds first
+
+
+def binds_first(code):
+    """The names a cell's ``code`` surely binds before anything in it may read them: its
+    old value is never seen, so it needs no copy (``fig, axes = plt.subplots()`` and then
+    ``axes[0]`` on a state whose ``fig`` is big).
+
+    Read from the code's straight-line start: up to the first jump, jump target, or
+    instruction a handler covers (a loop, a branch, a ``try`` or ``with`` may skip a
+    binding and go on). A statement that raises there ends the cell, which then stores
+    nothing. A name counts as read where any instruction names it before its binding (a
+    load, a delete, an attribute or a string, as ``code_needs`` counts them), and so does
+    every name of a function, class or comprehension made there, which may run before
+    the binding. A name deleted anywhere in the code is left out."""
+    found = _bound_first_cache.get(code)
+    if found is None:
+        found = frozenset(_straight_line_binds(code))
+        with _cache_lock:
+            _bound_first_cache[code] = found
+    return found
+
+
+def _straight_line_binds(code):
+    handled = [entry.start for entry in getattr(dis.Bytecode(code), "exception_entries", ())]
+    first_handled = min(handled, default=None)
+    read, bound = set(), set()
+    for instruction in dis.get_instructions(code):
+        if (instruction.is_jump_target or instruction.opcode in _JUMPS
+                or instruction.opname.startswith("SETUP_")
+                or (first_handled is not None and instruction.offset >= first_handled)):
+            break
+        value = instruction.argval
+        if instruction.opname in _STORES:
+            if value not in read:
+                bound.add(value)
+        elif isinstance(value, str):
+            read.update(_IDENTIFIER.findall(value))
+        elif isinstance(value, tuple):  # keyword names, a constant tuple
+            read.update(name for item in value if isinstance(item, str)
+                        for name in _IDENTIFIER.findall(item))
+        elif hasattr(value, "co_code"):
+            for each in code_tree(value):
+                read.update(each.co_names, each.co_varnames, each.co_freevars)
+                read.update(name for const in each.co_consts if isinstance(const, str)
+                            for name in _IDENTIFIER.findall(const))
+    # A name the cell deletes anywhere is copied in even so: the commit learns of a deletion
+    # from a name it copied in and no longer finds.
+    return bound - {instruction.argval for each in code_tree(code)
+                    for instruction in dis.get_instructions(each)
+                    if instruction.opname in _DELETES}
 
 
 def _bound_or_used(code, binds, other):
@@ -274,7 +327,12 @@ class Working:
     def open(self, *codes):
         """Copy in what ``codes`` may touch (everything, in WHOLE mode)."""
         self.namespace["__builtins__"] = builtins
-        needs = [code_needs(code) for code in codes if code is not None]
+        needs, bound = [], frozenset()
+        for code in codes:  # the cell's body, then its last expression, which runs after it
+            if code is not None:
+                names, everything = code_needs(code)
+                bound |= binds_first(code)
+                needs.append((names - bound, everything))
         for name in _MODULE_DUNDERS:  # immutable and alone: no copy, no group to follow
             entry = self.source.get(name)
             value = entry.value if entry is not None else self  # self: not atomic
