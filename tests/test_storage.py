@@ -71,8 +71,8 @@ def test_a_cell_that_only_binds_a_name_copies_nothing_of_its_old_value(lazy, cop
     assert printed(lazy, "print(big.items, n)", parent) == "[0] 0\n"
 
 
-@pytest.mark.parametrize("code", ["big = big", "del big", "def f():\n    return big\nbig = 1",
-                                  "big = globals()['big']"])
+@pytest.mark.parametrize("code", ["big = big", "print(big)\ndel big",
+                                  "def f():\n    return big\nbig = 1", "big = globals()['big']"])
 def test_a_cell_that_reads_or_deletes_a_name_it_binds_copies_it_in(lazy, copies, code):
     parent = ok(lazy, COUNTED + "big = Counted()")["state_name"]
     made = copies()
@@ -118,6 +118,45 @@ READS_FIRST = {
                               "[0]\n"),
     "named in a string before": ("n = eval('big').items\nbig = 1\nprint(n)", "[0]\n"),
 }
+
+
+# Cells that only delete ``big`` (or bind it too): the name is there for ``del``, not its value.
+DELETES = {
+    "deleted": ("del big", "absent\n"),
+    "deleted by a function": ("def f():\n    global big\n    del big\nf()", "absent\n"),
+    "deleted on a branch not taken": ("if n:\n    del big", "[0]\n"),
+    "deleted on a branch taken": ("if not n:\n    del big", "absent\n"),
+    "deleted, then bound": ("del big\nbig = [5]", "[5]\n"),
+    "deleted in a loop, then bound": ("for i in range(2):\n    big = [i]\n    del big\n"
+                                      "big = [7]", "[7]\n"),
+}
+
+
+@pytest.mark.parametrize("code, shown", DELETES.values(), ids=DELETES.keys())
+def test_a_cell_that_only_deletes_a_name_copies_nothing_of_its_value(lazy, copies, code, shown):
+    """``del fig`` of a 2,000-line figure copied it in (1.3 s) only to drop it."""
+    parent = ok(lazy, COUNTED + "big = Counted()\nn = 0")["state_name"]
+    made = copies()
+    child = ok(lazy, code, parent)["state_name"]
+    assert copies() == made
+    probe = "print(getattr(big, 'items', big) if 'big' in globals() else 'absent')"
+    assert printed(lazy, probe, child) == shown
+    assert printed(lazy, "print(big.items)", parent) == "[0]\n"
+
+
+def test_a_name_held_for_a_del_is_copied_in_when_a_function_reads_it(lazy):
+    parent = ok(lazy, COUNTED + "big = Counted()\ndef show():\n    return big.items")["state_name"]
+    assert printed(lazy, "print(show())\ndel big", parent) == "[0]\n"
+    assert printed(lazy, "import __main__\nprint(__main__.big.items)\ndel big", parent) == \
+        "[0]\n"
+
+
+def test_a_cell_that_deletes_a_name_it_did_not_read_and_fails_changes_nothing(lazy):
+    parent = ok(lazy, COUNTED + "big = Counted()")["state_name"]
+    reply = lazy.execute("del big\n1 / 0", parent)
+    assert reply["error"]["ename"] == "ZeroDivisionError" and reply["state_name"] is None
+    assert printed(lazy, "print(big.items)", parent) == "[0]\n"
+    assert lazy.execute("del big\ndel big", parent)["error"]["ename"] == "NameError"
 
 
 @pytest.mark.parametrize("code", ["big = [1]\ndel big", "big = [1]\ndef f():\n    global big\n"

@@ -45,6 +45,18 @@ _EVERYTHING = frozenset({"globals", "vars", "locals", "dir", "_getframe", "curre
                          "f_globals", "__globals__", "eval", "exec", "compile"})
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DELETED = None  # what a layer holds for a name its cell deleted
+
+
+class _Unread:
+    """What a name a cell only deletes holds in its namespace (``Working``): never read."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<a value the cell did not read>"
+
+
+UNREAD = _Unread()
 GONE = type("Gone", (), {"__repr__": lambda self: "<not restored>"})()  # a lost name, restored
 NOT_EXPORTED = "not exported: "  # begins why a name of an imported state is lost
 _MODULE_DUNDERS = ("__name__", "__doc__", "__package__", "__spec__")  # every __main__ has them
@@ -213,12 +225,22 @@ _cache_lock = threading.Lock()
 def code_needs(code):
     """``(names, everything)``: the names ``code`` and the code nested in it may
     touch (a superset), and whether it may touch any name at all."""
+    return _analysed(code)[:2]
+
+
+def deleted_only(code):
+    """The names ``code`` (and the code nested in it) deletes, and may bind, but never
+    reads or names otherwise: a ``del`` of one needs the name, not its value."""
+    return _analysed(code)[2]
+
+
+def _analysed(code):
     found = _needs_cache.get(code)
     if found is None:
-        names, binds, other = set(), set(), set()
+        names, binds, deletes, other = set(), set(), set(), set()
         for each in code_tree(code):
             names.update(each.co_names)
-            _bound_or_used(each, binds, other)
+            _bound_or_used(each, binds, deletes, other)
             for const in each.co_consts:
                 if isinstance(const, str):
                     in_string = _IDENTIFIER.findall(const)
@@ -226,8 +248,9 @@ def code_needs(code):
                     other.update(in_string)
         # A name the code only binds as a global, never reads or deletes, needs no copy
         # of its old value (``fig, ax = plt.subplots()`` on a state whose figure is big).
-        found = (frozenset(names - (binds - other)),
-                 not _EVERYTHING.isdisjoint(names))
+        # Nor one it only deletes: ``del big`` needs the name, not its value (``Working``).
+        found = (frozenset(names - ((binds | deletes) - other)),
+                 not _EVERYTHING.isdisjoint(names), frozenset(deletes - other))
         with _cache_lock:
             _needs_cache[code] = found
     return found
@@ -289,12 +312,15 @@ def _straight_line_binds(code):
                     if instruction.opname in _DELETES}
 
 
-def _bound_or_used(code, binds, other):
-    """Add to ``binds`` the names ``code`` binds as globals, and to ``other`` every name
-    it uses otherwise: read, deleted, an attribute's, a local's, a constant string."""
+def _bound_or_used(code, binds, deletes, other):
+    """Add to ``binds`` the names ``code`` binds as globals, to ``deletes`` those it
+    deletes, and to ``other`` every name it uses otherwise: read, an attribute's, a
+    local's, a constant string."""
     for instruction in dis.get_instructions(code):
         if instruction.opname in _STORES:
             binds.add(instruction.argval)
+        elif instruction.opname in _DELETES:
+            deletes.add(instruction.argval)
         elif isinstance(instruction.argval, str):
             other.add(instruction.argval)
 
@@ -318,6 +344,7 @@ class Working:
         # which may be a new one (a group that a memory budget dropped, then loaded again).
         self.copied = {}
         self.gone = {}         # names the state lost at a restart -> why
+        self.held = set()      # names holding UNREAD for a del (``_hold_for_deletion``)
         self.origins = {}      # id(working copy) -> the stored object it was copied from
         self._copiers = []     # their memos keep the copies alive, so the ids stay theirs;
         # but not unpinned ones (arrays): if code drops one and a new object takes its id,
@@ -327,12 +354,13 @@ class Working:
     def open(self, *codes):
         """Copy in what ``codes`` may touch (everything, in WHOLE mode)."""
         self.namespace["__builtins__"] = builtins
-        needs, bound = [], frozenset()
+        needs, bound, deleted = [], frozenset(), set()
         for code in codes:  # the cell's body, then its last expression, which runs after it
             if code is not None:
                 names, everything = code_needs(code)
                 bound |= binds_first(code)
                 needs.append((names - bound, everything))
+                deleted.update(deleted_only(code))
         for name in _MODULE_DUNDERS:  # immutable and alone: no copy, no group to follow
             entry = self.source.get(name)
             value = entry.value if entry is not None else self  # self: not atomic
@@ -341,15 +369,30 @@ class Working:
         if self.mode == WHOLE or any(everything for _, everything in needs):
             self.materialize(self.source.entries())
         else:
-            self.materialize(set().union(*(names for names, _ in needs)))
+            needed = set().union(*(names for names, _ in needs))
+            self.materialize(needed)
+            self._hold_for_deletion(deleted - needed)
         for name, value in self.provided.items():
             self.namespace.setdefault(name, value)
+
+    def _hold_for_deletion(self, names):
+        """Put ``UNREAD`` under each of ``names`` the state has and nothing copied in:
+        the cell only deletes (or rebinds) them, so ``del big`` finds the name without a
+        copy of its value. No code of the cell reads it (``deleted_only``); ``commit``
+        counts one still held as unchanged, and one gone as deleted."""
+        for name in names:
+            entry = self.source.get(name)
+            if name in self.namespace or entry is None or entry.value is GONE:
+                continue
+            self.namespace[name] = UNREAD
+            self.held.add(name)
 
     def peek(self, name):
         """The value ``name`` has in the namespace, else the stored object (not a copy:
         only for telling what it is); ``places.ABSENT`` if neither has one."""
         value = self.namespace.get(name, ABSENT)
-        if value is ABSENT:
+        if value is ABSENT or value is UNREAD:
+            value = ABSENT
             entry = self.source.get(name)
             if entry is not None and entry.value is not GONE:
                 value = entry.value
@@ -376,6 +419,8 @@ class Working:
             name = queue.pop()
             if name in self.copied or name in todo:
                 continue
+            if name in self.held and name not in self.namespace:  # the cell deleted it
+                continue
             entry = self.source.get(name)
             if entry is None:
                 continue
@@ -395,7 +440,8 @@ class Working:
         return copier
 
     def _copy_in(self, values):
-        fresh = [name for name in values if name not in self.namespace]  # not reassigned
+        fresh = [name for name in values  # not reassigned
+                 if self.namespace.get(name, UNREAD) is UNREAD]
         with reading(self.source):  # stored objects' methods read their own state
             return copy_names(values, fresh, self.namespace, buffers=self.buffers)
 
@@ -413,6 +459,7 @@ class Working:
         a copy, or a stored object the copy came out identical to."""
         touched = [name for name in list(self.namespace) if name != "__builtins__"
                    and self.namespace[name] is not self.provided.get(name, self)
+                   and self.namespace[name] is not UNREAD
                    and not self._kept_atomic(name)]
         # An immutable value needs no copy, shares nothing, and is a group of its own.
         changes = {name: _atomic_entry(name, self.namespace[name]) for name in touched
@@ -420,7 +467,7 @@ class Working:
         touched = [name for name in touched if name not in changes]
         if touched:
             changes.update(self._copied_out(touched))
-        for name in self.copied:
+        for name in (*self.copied, *self.held):
             if name not in self.namespace:
                 changes[name] = DELETED
         return changes
