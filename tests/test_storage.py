@@ -294,3 +294,23 @@ def test_objects_a_cell_leaves_behind_are_not_the_stored_ones(kernel):
     helpers.leaked_fn()
     del helpers.leaked, helpers.leaked_fn
     assert printed(kernel, "print(data)", parent) == "[1]\n"
+
+
+def test_a_cell_sent_again_is_not_analysed_again_and_a_large_one_is_not_kept():
+    """``1+1`` sent again is compiled anew (or its kept code renamed): its analysis was keyed
+    by the code object, lost with it, and redone each time, 30 us of a 130 us cell. The
+    cache holds no code object: that would keep a cell's source in ``linecache``
+    (``test_faults``)."""
+    import weakref
+    from snapshot_kernel.states import storage
+    first = compile("n = n + 17\ndel m", "<cell-a>", "exec")
+    again = compile("n = n + 17\ndel m", "<cell-b>", "exec")
+    assert storage._analysed(first) is storage._analysed(again)
+    assert storage.binds_first(first) is storage.binds_first(again)
+    gone = weakref.ref(first)
+    del first
+    assert gone() is None
+    large = compile(f"text = '{'x' * 10_000}'", "<cell-c>", "exec")
+    kept = len(storage._analysed.kept)
+    assert storage._analysed(large) == storage._analysed(large)
+    assert len(storage._analysed.kept) == kept

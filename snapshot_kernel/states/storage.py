@@ -22,11 +22,12 @@ stores nothing for it, and a name whose group is unchanged is not stored again.
 """
 
 import builtins
+import collections
 import dis
+import functools
 import re
 import threading
 import time
-import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
@@ -218,8 +219,55 @@ class State:
 
 # -- what code may reach ---------------------------------------------------------------
 
-_needs_cache = weakref.WeakKeyDictionary()  # code -> its needs; dies with the code
-_cache_lock = threading.Lock()
+# A cell sent again (compiled anew, or its kept code given a new file name: ``cell``) finds
+# its analysis here. A cache keyed by the code object lost it with the object and read the
+# bytecode again each time (30 us of a 130 us ``1+1``); one holding the code object would
+# keep it alive, and with it its cell's source in ``linecache``. So the key is what the
+# analysis reads of the code: its bytecode, names and constants, nested code by its key.
+# Code holding a large constant is not kept.
+_CACHED_CODES = 1024
+_LARGE_CONSTANT = 4096
+
+
+def _code_key(code):
+    """What ``code`` holds that an analysis reads, without the code object; None if it
+    holds a large constant."""
+    consts = []
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            const = _code_key(const)
+            if const is None:
+                return None
+        elif isinstance(const, (str, bytes)) and len(const) > _LARGE_CONSTANT:
+            return None
+        consts.append((type(const), const))
+    return (code.co_code, code.co_flags, code.co_names, code.co_varnames, code.co_cellvars,
+            code.co_freevars, getattr(code, "co_exceptiontable", b""), tuple(consts))
+
+
+def _cached_by_code(analyse):
+    """``analyse(code)``, kept for the last ``_CACHED_CODES`` codes by ``_code_key``."""
+    kept = collections.OrderedDict()
+    lock = threading.Lock()
+
+    @functools.wraps(analyse)
+    def analysed(code):
+        key = _code_key(code)
+        if key is None:
+            return analyse(code)
+        with lock:
+            found = kept.get(key)
+            if found is not None:
+                kept.move_to_end(key)
+                return found
+        found = analyse(code)
+        with lock:
+            kept[key] = found
+            if len(kept) > _CACHED_CODES:
+                kept.popitem(last=False)
+        return found
+    analysed.kept = kept
+    return analysed
 
 
 def code_needs(code):
@@ -234,32 +282,28 @@ def deleted_only(code):
     return _analysed(code)[2]
 
 
+@_cached_by_code
 def _analysed(code):
-    found = _needs_cache.get(code)
-    if found is None:
-        names, binds, deletes, other = set(), set(), set(), set()
-        for each in code_tree(code):
-            names.update(each.co_names)
-            _bound_or_used(each, binds, deletes, other)
-            for const in each.co_consts:
-                if isinstance(const, str):
-                    in_string = _IDENTIFIER.findall(const)
-                    names.update(in_string)
-                    other.update(in_string)
-        # A name the code only binds as a global, never reads or deletes, needs no copy
-        # of its old value (``fig, ax = plt.subplots()`` on a state whose figure is big).
-        # Nor one it only deletes: ``del big`` needs the name, not its value (``Working``).
-        found = (frozenset(names - ((binds | deletes) - other)),
-                 not _EVERYTHING.isdisjoint(names), frozenset(deletes - other))
-        with _cache_lock:
-            _needs_cache[code] = found
+    names, binds, deletes, other = set(), set(), set(), set()
+    for each in code_tree(code):
+        names.update(each.co_names)
+        _bound_or_used(each, binds, deletes, other)
+        for const in each.co_consts:
+            if isinstance(const, str):
+                in_string = _IDENTIFIER.findall(const)
+                names.update(in_string)
+                other.update(in_string)
+    # A name the code only binds as a global, never reads or deletes, needs no copy
+    # of its old value (``fig, ax = plt.subplots()`` on a state whose figure is big).
+    # Nor one it only deletes: ``del big`` needs the name, not its value (``Working``).
+    found = (frozenset(names - ((binds | deletes) - other)),
+             not _EVERYTHING.isdisjoint(names), frozenset(deletes - other))
     return found
 
 
 _STORES = frozenset({"STORE_NAME", "STORE_GLOBAL"})
 _DELETES = frozenset({"DELETE_NAME", "DELETE_GLOBAL"})
 _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs) | frozenset(getattr(dis, "hasjump", ()))
-_bound_first_cache = weakref.WeakKeyDictionary()  # a cell's code -> what it binds first
 
 
 def binds_first(code):
@@ -274,12 +318,12 @@ def binds_first(code):
     load, a delete, an attribute or a string, as ``code_needs`` counts them), and so does
     every name of a function, class or comprehension made there, which may run before
     the binding. A name deleted anywhere in the code is left out."""
-    found = _bound_first_cache.get(code)
-    if found is None:
-        found = frozenset(_straight_line_binds(code))
-        with _cache_lock:
-            _bound_first_cache[code] = found
-    return found
+    return _binds_first(code)
+
+
+@_cached_by_code
+def _binds_first(code):
+    return frozenset(_straight_line_binds(code))
 
 
 def _straight_line_binds(code):
