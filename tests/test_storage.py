@@ -302,15 +302,15 @@ def test_a_cell_sent_again_is_not_analysed_again_and_a_large_one_is_not_kept():
     cache holds no code object: that would keep a cell's source in ``linecache``
     (``test_faults``)."""
     import weakref
-    from snapshot_kernel.states import storage
+    from snapshot_kernel.states import reach
     first = compile("n = n + 17\ndel m", "<cell-a>", "exec")
     again = compile("n = n + 17\ndel m", "<cell-b>", "exec")
-    assert storage._analysed(first) is storage._analysed(again)
-    assert storage.binds_first(first) is storage.binds_first(again)
+    assert reach._analysed(first) is reach._analysed(again)
+    assert reach.binds_first(first) is reach.binds_first(again)
     gone = weakref.ref(first)
     del first
     assert gone() is None
     large = compile(f"text = '{'x' * 10_000}'", "<cell-c>", "exec")
-    kept = len(storage._analysed.kept)
-    assert storage._analysed(large) == storage._analysed(large)
-    assert len(storage._analysed.kept) == kept
+    kept = len(reach._analysed.kept)
+    assert reach._analysed(large) == reach._analysed(large)
+    assert len(reach._analysed.kept) == kept
