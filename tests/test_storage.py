@@ -279,6 +279,35 @@ def test_a_state_reports_the_bytes_it_adds_and_the_bytes_it_shares(kernel):
     assert sizes[reader]["approx_bytes"] < 100  # reading x stores nothing new
 
 
+# A library's object (argparse.Namespace reduces as most do: a bare instance given its
+# __dict__) holding a list and an array; and one in a cycle with itself, which is stored
+# again (its copy refers to the copy being made), its contents not.
+LIBRARY_OBJECT = ("import argparse, numpy as np\n"
+                  "model = argparse.Namespace(rows=[[i] for i in range(20000)],\n"
+                  "                           weights=np.ones(200_000))\n"
+                  "loop = argparse.Namespace(weights=np.zeros(200_000))\nloop.me = loop")
+
+
+@pytest.mark.parametrize("on_disk", [False, True], ids=["in memory", "state directory"])
+def test_a_cell_that_only_reads_a_library_object_stores_nothing_new(tmp_path, on_disk):
+    """Only lists, dicts, tuples and arrays came out as the stored object they were copied
+    from: a fitted model a cell only read was stored again (and saved) after every print."""
+    pytest.importorskip("numpy")
+    kernel = SnapshotKernel(state_dir=str(tmp_path) if on_disk else None)
+    parent = ok(kernel, LIBRARY_OBJECT)["state_name"]
+    reader = ok(kernel, "print(len(model.rows), model.weights.sum())", parent)["state_name"]
+    changed = ok(kernel, "model.rows[0].append(1)", parent)["state_name"]
+    in_loop = ok(kernel, "print(len(loop.weights))", parent)["state_name"]
+    assert kernel.describe(reader)["approx_bytes"] < 100
+    assert kernel.describe(changed)["approx_bytes"] > 20000 * 8  # the list of rows, again
+    assert kernel.describe(in_loop)["approx_bytes"] < 1000
+    code = "print(model.rows[0], model.weights[:2], loop.me is loop, loop.weights[:2])"
+    assert printed(kernel, code, reader) == "[0] [1. 1.] True [0. 0.]\n"
+    assert printed(kernel, code, changed) == "[0, 1] [1. 1.] True [0. 0.]\n"
+    assert printed(kernel, code, in_loop) == "[0] [1. 1.] True [0. 0.]\n"
+    assert printed(kernel, code, parent) == "[0] [1. 1.] True [0. 0.]\n"
+
+
 def caller_global(name):
     """What pandas' query() and numexpr do: read a name from the caller's globals."""
     return sys._getframe(1).f_globals[name]

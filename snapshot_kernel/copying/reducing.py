@@ -3,8 +3,10 @@ rebuilt as pickle would, with every part going through the copier."""
 
 import copyreg
 import itertools
+import sys
 
 from . import deepcopy_hook
+from .dispatch import same_contents
 
 
 class Reducing:
@@ -29,17 +31,39 @@ class Reducing:
 
     def _plain_instance(self, obj, state):
         """Generator: ``reconstruct`` for a reduce value that ``_plain`` accepts, without
-        copying the class and ``copyreg.__newobj__`` it holds (each a round of the walk)."""
+        copying the class and ``copyreg.__newobj__`` it holds (each a round of the walk).
+        When storing, an instance whose state comes out as its origin's is the origin."""
         cls = type(obj)
         new = cls.__new__(cls)
         self.memo[id(obj)] = new
         if state is not None:
             self.inside_object += 1
             try:
-                _set_state(new, (yield state))
+                references = sys.getrefcount(new)
+                copied = yield state
+                # (a copy that reached ``new`` itself, a cycle back here, holds it)
+                origin = (self._stored_origin(obj, copied)
+                          if self.storing and sys.getrefcount(new) == references else None)
+                if origin is not None:
+                    self.memo[id(obj)] = origin
+                    return origin
+                _set_state(new, copied)
             finally:
                 self.inside_object -= 1
         return new
+
+    def _stored_origin(self, obj, copied):
+        """The stored object ``obj`` was copied from, if its reduce state holds the very
+        objects ``copied`` (the copy of ``obj``'s state) holds: a model a cell only read
+        is the stored one, not a new copy to store and save."""
+        origin = self.origins.get(id(obj))
+        if type(origin) is not type(obj):
+            return None
+        reducer = copyreg.dispatch_table.get(type(origin))
+        rv = reducer(origin) if reducer is not None else origin.__reduce_ex__(4)
+        if isinstance(rv, str) or not _plain(origin, rv):
+            return None
+        return origin if _same_state(copied, rv[2] if len(rv) > 2 else None) else None
 
     def foreign_deepcopy(self, obj, deep):
         """Generator: call ``obj``'s own ``__deepcopy__`` with the memo. Functions and
@@ -88,6 +112,14 @@ def _plain(obj, rv):
 
 
 _NEWOBJ = copyreg.__newobj__
+
+
+def _same_state(new, origin):
+    """True if the reduce states ``new`` and ``origin`` hold the same objects: dicts, or
+    ``(dict, slots)`` pairs of them (``copy._reconstruct``'s forms)."""
+    if type(new) is tuple and type(origin) is tuple and len(new) == len(origin) == 2:
+        return all(a is b or _same_state(a, b) for a, b in zip(new, origin))
+    return type(new) is dict and type(origin) is dict and same_contents(new, origin)
 
 
 def _set_state(new, state):
