@@ -272,6 +272,20 @@ def test_a_cell_that_only_reads_stores_nothing_though_the_budget_reloads_what_it
         assert db.execute("SELECT count(*), sum(length(data)) FROM groups").fetchone() == before
 
 
+def test_a_group_read_in_part_keeps_what_it_read_though_the_budget_reloads_it(state_dir):
+    """A cell copies in ``a`` without ``big``, with which it shares ``s``; changing ``s``
+    copies ``big`` in at the end, from the objects read with ``a``: the record the budget
+    dropped meanwhile (to load ``other``) comes back as new objects."""
+    ok(SnapshotKernel(state_dir=state_dir),
+       "s = [1]\na = {'s': s}\nbig = [list(range(1000)), s]\nother = [2]\ndel s",
+       new_state_name="shared")
+    kernel = restarted(state_dir, max_memory=1)  # each group loaded drops the one before
+    child = ok(kernel, "a['s'].append(other[0])", "shared")["state_name"]
+    code = "print(a['s'] is big[1], big[1], len(big[0]))"
+    assert printed(kernel, code, child) == "True [1, 2] 1000\n"
+    assert printed(kernel, code, "shared") == "True [1] 1000\n"
+
+
 DAMAGE = {"overwritten": lambda path: open(path, "r+b").write(b"garbage" * 100),
           "truncated": lambda path: os.truncate(path, os.path.getsize(path) // 2)}
 

@@ -182,6 +182,75 @@ def test_names_sharing_objects_are_copied_together(lazy):
     assert printed(lazy, code, parent) == "[1, 2] True True\n"
 
 
+# ``a`` shares the list ``s`` with ``big``, whose Counted counts its copies: the gallery's
+# model sharing ``classes_`` with the last result's ConfusionMatrixDisplay and its figure.
+SHARING = COUNTED + "s = [1]\na = {'s': s}\nbig = [Counted(), s]\ndel s"
+
+
+def test_a_name_is_copied_in_without_the_names_it_shares_with_while_they_stay_as_they_were(
+        lazy, copies):
+    parent = ok(lazy, SHARING)["state_name"]
+    made = copies()
+    child = ok(lazy, "print(a['s'])\nn = len(a)", parent)["state_name"]
+    assert copies() == made
+    code = "print(a['s'] is big[1], big[1], n)"
+    assert printed(lazy, code, child) == "True [1] 1\n"
+
+
+# What the cell does through ``a``; what ``a`` and ``big`` then show; and what they show
+# once a later cell appended 5 to ``big[1]``.
+CHANGED_THROUGH_A_PART = {
+    "a shared object changed": ("a['s'].append(2)", "True {'s': [1, 2]} [1, 2]",
+                                "[1, 2, 5] {'s': [1, 2, 5]}"),
+    "then the name rebound": ("a['s'].append(2)\na = 0", "False 0 [1, 2]", "[1, 2, 5] 0"),
+    "then the name deleted": ("a['s'].append(2)\ndel a\na = None", "False None [1, 2]",
+                              "[1, 2, 5] None"),
+    "the name alone changed": ("a['t'] = 3", "True {'s': [1], 't': 3} [1]",
+                               "[1, 5] {'s': [1, 5], 't': 3}"),
+    "a new name shares": ("t = a['s']", "True {'s': [1]} [1]", "[1, 5] {'s': [1, 5]}"),
+    "a function reads the rest": ("def f():\n    return big\nf()[1].append(2)",
+                                  "True {'s': [1, 2]} [1, 2]", "[1, 2, 5] {'s': [1, 2, 5]}"),
+}
+
+
+@pytest.mark.parametrize("code, shown, after", CHANGED_THROUGH_A_PART.values(),
+                         ids=CHANGED_THROUGH_A_PART.keys())
+def test_a_group_copied_in_part_is_stored_whole_when_the_cell_changed_it(tmp_path, copies,
+                                                                         code, shown, after):
+    """Also after a restart, which loads each state's groups from what it saved: a group
+    split between a new state's record and its parent's came back as two copies."""
+    kernel = SnapshotKernel(state_dir=str(tmp_path))
+    parent = ok(kernel, SHARING)["state_name"]
+    child = ok(kernel, code, parent)["state_name"]
+    grandchild = ok(kernel, "big[1].append(5)", child)["state_name"]
+    shares = "isinstance(a, dict) and a['s'] is big[1]"
+    for restart in (False, True):
+        if restart:  # (once this kernel is done: two kernels must not share a directory)
+            kernel.shutdown()
+            kernel = SnapshotKernel(state_dir=str(tmp_path))
+        assert printed(kernel, f"print({shares}, a, big[1])", child) == shown + "\n"
+        assert printed(kernel, "print(big[1], a)", grandchild) == after + "\n"
+        assert printed(kernel, "print(a['s'] is big[1], big[1], a['s'])", parent) == (
+            "True [1] [1]\n")
+
+
+def test_a_later_cell_on_a_new_name_sharing_with_a_group_reaches_all_of_it(lazy):
+    parent = ok(lazy, SHARING)["state_name"]
+    child = ok(lazy, "t = a['s']", parent)["state_name"]
+    grandchild = ok(lazy, "t.append(7)", child)["state_name"]
+    assert printed(lazy, "print(a['s'], big[1], t is big[1])", grandchild) == "[1, 7] [1, 7] True\n"
+
+
+def test_an_array_a_group_shares_keeps_a_change_made_before_it_was_dropped(lazy):
+    np = pytest.importorskip("numpy")
+    parent = ok(lazy, "import numpy as np\nv = np.zeros(3)\nmodel = {'v': v}\n"
+                      "display = [v, list(range(1000))]\ndel v")["state_name"]
+    child = ok(lazy, "model['v'][0] = 4\nmodel = None", parent)["state_name"]
+    assert printed(lazy, "print(display[0])", child) == f"{np.array([4.0, 0, 0])}\n"
+    assert printed(lazy, "print(display[0], model['v'] is display[0])", parent) == (
+        f"{np.zeros(3)} True\n")
+
+
 def test_reassigning_a_name_unties_it_from_its_group(lazy):
     parent = ok(lazy, "a = [1]\nb = [a]")["state_name"]
     child = ok(lazy, "a = 'new'", parent)["state_name"]

@@ -51,7 +51,7 @@ _CONTAINERS = (list, dict, tuple, type)  # a failed element or class attribute i
 
 
 def copy_names(source, names, target, aliases=(), track=False, replace=(), origins=None,
-               buffers=None, globals_=None):
+               buffers=None, globals_=None, seed=None):
     """Deep-copy ``source[name]`` into ``target[name]`` for each of ``names``,
     with one memo, and return the Copier (``shared``, ``codes``, ``made``, ``groups()``).
 
@@ -63,11 +63,23 @@ def copy_names(source, names, target, aliases=(), track=False, replace=(), origi
     objects they were copied from (a copy-in copier's ``made``, whose memo keeps
     them alive): a copy that comes out identical to its origin is the origin.
     ``buffers`` keeps large buffers copy-on-write (``cow.Buffers``), if given.
+    ``seed`` (original's id -> copy) is what earlier copies made: an object they
+    copied is not copied again, so names copied apart still share it.
     Runs user code (``__deepcopy__``, ``__reduce_ex__``, ``__setstate__``,
     ``__init_subclass__``), so call it where user exceptions are handled.
     """
-    return collector_off(_copy_names, source, names, target, aliases, track, replace, origins,
-                         buffers, globals_)
+    namespace = target if globals_ is None else globals_
+
+    def make():
+        return Copier(namespace, aliases, track, replace, origins, buffers, seed)
+    return collector_off(_copy_names, source, names, target, make, track)
+
+
+def copy_more(copier, source, names, target):
+    """Copy ``source[name]`` into ``target[name]`` for each of ``names`` with ``copier``,
+    one that ``copy_names`` returned, as if they had been among its names."""
+    return collector_off(_copy_names, source, names, target, lambda: copier,
+                         copier.covariables is not None)
 
 
 def collector_off(function, *args):
@@ -86,20 +98,19 @@ def collector_off(function, *args):
             gc.enable()
 
 
-def _copy_names(source, names, target, aliases, track, replace, origins, buffers, globals_):
-    """``copy_names``, with the collector off."""
-    namespace = target if globals_ is None else globals_
+def _copy_names(source, names, target, make, track):
+    """``copy_names``, with the collector off; ``make()`` gives the copier."""
     copier = None  # made on the first value that needs one: most cells touch none
     for name in names:
         value = source[name]
         if type(value) in ATOMIC:  # no memo, nothing to track
             target[name] = value
             if track:
-                copier = copier or Copier(namespace, aliases, track, replace, origins, buffers)
+                copier = copier or make()
                 copier.covariables.atomic(name, value)
             continue
         if copier is None:
-            copier = Copier(namespace, aliases, track, replace, origins, buffers)
+            copier = make()
         copier.label = name
         try:
             target[name] = _copied_at_one_moment(copier, value)
@@ -107,7 +118,7 @@ def _copy_names(source, names, target, aliases, track, replace, origins, buffers
             raise MemoryError(f"not enough memory to copy {name!r}; nothing was "
                               "stored") from None
     if copier is None and track:
-        copier = Copier(namespace, aliases, track, replace, origins, buffers)
+        copier = make()
     return copier or _NOTHING_COPIED
 
 
@@ -141,7 +152,7 @@ _HOLD_SECONDS = 1.0  # the longest the copying thread keeps the interpreter from
 class _NothingCopied:
     """What ``copy_names`` returns when it copied nothing and tracked nothing."""
 
-    made, codes, shared = {}, (), {}
+    made, codes, shared, memo = {}, (), {}, {}
 
     def unpin(self):
         pass
@@ -175,10 +186,12 @@ class Copier(Reducing):
     MISS = _MISS  # what ``lookup`` returns for an object that needs copying
 
     def __init__(self, target, aliases=(), track=False, replace=(), origins=None,
-                 buffers=None):
+                 buffers=None, seed=None):
         self.target = target
         self.aliases = {id(namespace) for namespace in aliases}
         self.memo = Memo(self)
+        if seed:
+            self.memo.update(seed)
         for key in self.aliases:
             self.memo[key] = target
         self.keep_alive = list(aliases)

@@ -10,15 +10,19 @@ An execution runs on a plain dict whose ``__builtins__`` is the builtins
 module, so name lookups take CPython's fastest path. ``Working.open`` copies
 in, before the cell runs, the names its code may touch (``code_needs``: the
 names its code objects use, and identifiers in its strings, for ``eval``
-strings and ``df.query("a > @limit")``), with their groups and one memo per
-group so aliases stay aliases, and then the names the functions it copied in
-may touch, and so on. Code that may reach names no scan can see (``eval`` or
-``exec`` of a computed string, ``globals()``, frame inspection) gets them all.
+strings and ``df.query("a > @limit")``), and then the names the functions it
+copied in may touch, and so on. Code that may reach names no scan can see
+(``eval`` or ``exec`` of a computed string, ``globals()``, frame inspection)
+gets them all. A name comes without the rest of its group (the names sharing
+objects with it); a later copy of the rest starts from the memo of what was
+copied, so aliases stay aliases.
 
 When the cell succeeds, ``Working.commit`` copies out every name it copied in
 or assigned; a copy that comes out identical to the stored object it came from
-is that object (``copier.same_contents``), so a cell that only read a value
-stores nothing for it, and a name whose group is unchanged is not stored again.
+is that object (``copier.same_contents``, and an instance whose state does), so
+a cell that only read a value stores nothing for it, and a name whose group is
+unchanged is not stored again. A group copied in part that the cell changed
+has its rest copied in then, and out with it.
 """
 
 import builtins
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
 
-from ..copying.copier import copy_names
+from ..copying.copier import copy_more, copy_names
 from ..copying.dispatch import ATOMIC
 from ..copying.stored import STORED_GLOBALS, reading
 from ..copying.covariables import sizeof
@@ -228,6 +232,9 @@ class Working:
         self.copied = {}
         self.gone = {}         # names the state lost at a restart -> why
         self.held = set()      # names holding UNREAD for a del (``_hold_for_deletion``)
+        self.pinned = {}       # names not copied in -> the stored object their group read
+        self._made_in_part = {}  # the memos of copies of groups in part: ``_copy_groups_in``
+        self._in_part = False  # True once a group was copied in part
         self.origins = {}      # id(working copy) -> the stored object it was copied from
         self._copiers = []     # their memos keep the copies alive, so the ids stay theirs;
         # but not unpinned ones (arrays): if code drops one and a new object takes its id,
@@ -282,21 +289,27 @@ class Working:
         return value
 
     def materialize(self, names):
-        """Copy in the groups of ``names`` not copied yet, then what their functions need."""
+        """Copy in ``names`` not copied yet, then what their functions need."""
         names = list(names)
         while names:
-            copier = self._copy_groups_in(names)
+            copier, _ = self._copy_groups_in(names)
             names = [] if copier is None else self._reached_by(copier.codes)
 
     def materialize_code(self, code):
         """Copy in what ``code`` (a function's, made over this namespace) may touch."""
         self.materialize(self._reached_by([code]))
 
-    def _copy_groups_in(self, names):
-        """Copy in, with one memo, the groups of ``names`` not copied yet."""
+    def _copy_groups_in(self, names, closure=False):
+        """Copy in ``names`` not copied yet (with ``closure``, their groups' names too,
+        and theirs), as one copy with what earlier copies made: ``(copier, names)``.
+
+        A name is copied in without the rest of its group (the names it shares objects
+        with): ``commit`` copies the rest in only if the cell changed what the group holds
+        (``_rest_of_changed_groups``). A print of a model that shares an array with a
+        figure's display object copied the figure too: 12-145 ms in the gallery."""
         # A group may still list names that no longer share with it (a child keeps its
-        # parent's group for names it did not touch), so take the closure: each member's
-        # own group comes along, or the names it does share with would be split.
+        # parent's group for names it did not touch), so a closure takes each member's
+        # own group too, or the names it does share with would be split.
         todo, queue = {}, [name for name in names if name != "__builtins__"]
         while queue:
             name = queue.pop()
@@ -307,26 +320,59 @@ class Working:
             entry = self.source.get(name)
             if entry is None:
                 continue
-            value = entry.value
+            value = self.pinned[name] if name in self.pinned else entry.value
             if value is GONE:  # lost at a restart: a lookup fails, saying why (see ``gone``)
                 self.gone[name] = entry.lost
                 continue
             todo[name] = value
-            queue.extend(entry.group.names)
+            self._pin_rest(name, entry.group, todo)
+            if closure:
+                queue.extend(entry.group.names)
         if not todo:
-            return None
+            return None, ()
         self.copied.update(todo)
         copier = self._copy_in(todo)
-        copier.unpin()  # code may resize an array it holds the only reference to
+        if any(self._partial(name) for name in todo):  # later copies of the rest share these
+            self._made_in_part.update(copier.memo)
+            self._in_part = True
+        else:  # code may resize an array it holds the only reference to
+            copier.unpin()
         self._copiers.append(copier)
         self.origins.update(copier.made)
-        return copier
+        return copier, tuple(todo)
+
+    def _pin_rest(self, name, group, todo):
+        """Read the stored objects of ``name``'s ``group`` with its own, and keep them: a
+        group a memory budget drops is loaded again as new objects, which the copies of
+        ``name`` would no longer share with when ``commit`` copies the rest in."""
+        for member in group.names:
+            if member not in todo and member not in self.pinned and self._uncopied(member):
+                self.pinned[member] = self.source.get(member).value
+
+    def _partial(self, name):
+        """True if a name of ``name``'s group still holds its stored value uncopied."""
+        entry = self.source.get(name)
+        return entry is not None and any(self._uncopied(member)
+                                         for member in entry.group.names)
+
+    def _uncopied(self, name):
+        """True if ``name`` holds its stored value and nothing copied it in."""
+        if name in self.copied:
+            return False
+        value = self.namespace.get(name, ABSENT)
+        if value is ABSENT and name in self.held:  # the cell deleted it
+            return False
+        if value is not ABSENT and value is not UNREAD:  # the cell rebound it
+            return False
+        entry = self.source.get(name)  # (a lost value is held, not in a record to load)
+        return entry is not None and (entry.record is not None or entry.value is not GONE)
 
     def _copy_in(self, values):
         fresh = [name for name in values  # not reassigned
                  if self.namespace.get(name, UNREAD) is UNREAD]
         with reading(self.source):  # stored objects' methods read their own state
-            return copy_names(values, fresh, self.namespace, buffers=self.buffers)
+            return copy_names(values, fresh, self.namespace, buffers=self.buffers,
+                              seed=self._made_in_part)
 
     def _reached_by(self, codes):
         """The names that functions just copied in may touch."""
@@ -348,7 +394,7 @@ class Working:
         changes = {name: _atomic_entry(name, self.namespace[name]) for name in touched
                    if type(self.namespace[name]) in ATOMIC}
         touched = [name for name in touched if name not in changes]
-        if touched:
+        if touched or self._in_part:  # (a rebound name may leave its rest changed)
             changes.update(self._copied_out(touched))
         for name in (*self.copied, *self.held):
             if name not in self.namespace:
@@ -361,16 +407,70 @@ class Working:
         copier = copy_names(self.namespace, touched, stored, (self.namespace,), track=True,
                             replace=[(self.namespace["__builtins__"], builtins)],
                             origins=self.origins, buffers=self.buffers, globals_=STORED_GLOBALS)
+        specs = copier.groups(touched)
+        rest = self._rest_of_changed_groups(specs, stored, copier.shared)
+        if rest:  # copied in now, its changed objects from the cell's copies, and out
+            added = self._copy_rest_in(rest)
+            touched = [*touched, *added]
+            copy_more(copier, self.namespace, added, stored)
+            specs = copier.groups(touched)
+        kept = self._kept_in_part()
         made, groups, changes = {}, {}, {}
-        for name, spec in copier.groups(touched).items():
+        for name, spec in specs.items():
             if spec not in made:
                 made[spec] = Group(*spec)
             groups[name] = made[spec]
         for name in touched:
             group = groups[name]
-            if not self._unchanged(group, stored, copier.shared):
+            if name not in kept and not self._unchanged(group, stored, copier.shared):
                 changes[name] = Entry(name, stored[name], group, copier.shared.get(name))
         return changes
+
+    def _copy_rest_in(self, names):
+        """Copy in ``names``, their groups whole, and what their functions need (their
+        ``__deepcopy__`` runs as they are copied out); the names copied, in order."""
+        added = []
+        while names:
+            copier, copied = self._copy_groups_in(names, closure=True)
+            added.extend(copied)
+            names = [] if copier is None else self._reached_by(copier.codes)
+        return added
+
+    def _groups_in_part(self):
+        """``{id(group): (group, names of it copied in)}`` for the state's groups of
+        which some names were copied in and some still hold their stored values."""
+        found = {}
+        for name in self.copied if self._in_part else ():
+            entry = self.source.get(name)
+            if entry is not None and self._partial(name):
+                found.setdefault(id(entry.group), (entry.group, []))[1].append(name)
+        return found.values()
+
+    def _rest_of_changed_groups(self, specs, stored, shared):
+        """The uncopied names of groups copied in part that the cell changed: a name
+        copied in stores another object or sharing, is gone, or now shares objects with
+        a name not copied in with it. Objects a group's names share are reached from each
+        name, so a group whose copied names all come out as stored is as it was."""
+        rest = []
+        for group, names in self._groups_in_part():
+            copied = frozenset(names)
+            if not all(self._came_out_as_stored(name, copied, specs, stored, shared)
+                       for name in names):
+                rest.extend(member for member in group.names if self._uncopied(member))
+        return rest
+
+    def _kept_in_part(self):
+        """The names copied in from groups still copied in part: they came out as
+        stored (``_rest_of_changed_groups``), and their entries stay the parent's."""
+        return {name for _, names in self._groups_in_part() for name in names}
+
+    def _came_out_as_stored(self, name, copied, specs, stored, shared):
+        """True if ``name`` stores the object and sharing it had, and shares objects only
+        with names in ``copied`` (its group's names copied in): a name the cell bound to
+        something reaching them joins the group, which is then stored again whole."""
+        entry = self.source.get(name)
+        return (name in stored and stored[name] is self.copied[name]
+                and shared.get(name) == entry.shared and specs[name][0] <= copied)
 
     def _kept_atomic(self, name):
         """True if ``name`` still holds the immutable object its state holds (``__name__``,
