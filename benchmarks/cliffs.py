@@ -16,8 +16,9 @@ print what the cell shows, and the last column says whether they agree.
 
 Rows: ``L = list(a)`` over the rows of a 1,797-row array (target: within 50 ms)
 and of one ten times longer (target: within 12x the first); a cell touching a
-figure of 2,000 lines (target: within 2x the plain cell and its PNG) and one not
-touching it (target: what ``n = 1`` costs on an empty state, within 1.5x); an
+figure of 2,000 lines (target: within 2x the plain cell and its PNG), one not
+touching it, and one reading a name that shares an array with it (target for both:
+what ``n = 1`` costs on an empty state, within 1.5x); an
 exhausted numpy iterator's type (it must show ``iterator``); and
 ``df2 = df[df.c0 > 0.5]`` on a two-column frame of 2 million rows (target:
 within 2x; ``bigdata.py`` compares the same cell with a fork-based server).
@@ -52,6 +53,12 @@ class Row:
     png: bool = False    # the plain process also makes the PNG the server shows
 
 
+# A model and a display of the figure share an array (the gallery's ``lp_model`` and the
+# ``ConfusionMatrixDisplay`` of its last result): a cell reading the model alone.
+SHARER = ("\nimport numpy as np\nlabels = np.arange(10)\nmodel = {'classes_': labels}\n"
+          "display = {'figure': fig, 'labels': labels}\ndel labels")
+
+
 def rows(quick):
     """The rows, every size divided by 10 with ``quick`` but the views' array."""
     lines, frame_rows = (200, 200_000) if quick else (2_000, 2_000_000)
@@ -67,6 +74,8 @@ def rows(quick):
             2.0, png=True),
         Row(f"figure, {lines:,} lines: untouched", figure, "n = 1", "baseline", 1.5,
             against="empty state"),
+        Row(f"figure, {lines:,} lines: a sharer read", figure + SHARER,
+            "n = len(model['classes_'])", "baseline", 1.5, against="empty state"),
         Row("empty state", "pass", "n = 1", "none", 0),  # (after: matplotlib is imported)
         Row("exhausted numpy iterator", "import numpy as np\nit = iter(np.arange(2))\n"
             "list(it)", "type(it).__name__", "none", 0),
