@@ -412,3 +412,30 @@ def test_a_cell_sent_again_is_not_analysed_again_and_a_large_one_is_not_kept():
     kept = len(reach._analysed.kept)
     assert reach._analysed(large) == reach._analysed(large)
     assert len(reach._analysed.kept) == kept
+
+
+class Fragile:
+    """A library's class (this module's) whose ``__getstate__`` raises once
+    ``helpers.fragile_calls`` calls are used up."""
+
+    def __getstate__(self):
+        helpers.fragile_calls -= 1
+        if helpers.fragile_calls < 0:
+            raise RuntimeError("no state now")
+        return dict(self.__dict__)
+
+
+helpers.Fragile = Fragile
+
+
+def test_an_instance_whose_stored_origin_cannot_reduce_is_stored_as_a_copy(lazy):
+    """Telling an instance a cell only read from its copy asks the stored object for its
+    reduce value: one that raises stores the copy, as before, not a value shared."""
+    helpers.fragile_calls = 10
+    parent = ok(lazy, "import helpers\nthing = helpers.Fragile()\nthing.n = [1]")["state_name"]
+    # the working copy's __getstate__ succeeds, the stored one's (called next) raises
+    child = ok(lazy, "helpers.fragile_calls = 1\nprint(thing.n)", parent)["state_name"]
+    assert lazy.describe(child)["shared"] == {}
+    helpers.fragile_calls = 10
+    assert printed(lazy, "thing.n.append(2)\nprint(thing.n)", child) == "[1, 2]\n"
+    assert printed(lazy, "print(thing.n)", parent) == "[1]\n"

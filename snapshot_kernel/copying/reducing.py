@@ -60,7 +60,10 @@ class Reducing:
         if type(origin) is not type(obj):
             return None
         reducer = copyreg.dispatch_table.get(type(origin))
-        rv = reducer(origin) if reducer is not None else origin.__reduce_ex__(4)
+        try:
+            rv = reducer(origin) if reducer is not None else origin.__reduce_ex__(4)
+        except Exception:  # a library's __getstate__ on the stored object: then it is a copy
+            return None
         if isinstance(rv, str) or not _plain(origin, rv):
             return None
         return origin if _same_state(copied, rv[2] if len(rv) > 2 else None) else None
