@@ -439,3 +439,25 @@ def test_an_instance_whose_stored_origin_cannot_reduce_is_stored_as_a_copy(lazy)
     helpers.fragile_calls = 10
     assert printed(lazy, "thing.n.append(2)\nprint(thing.n)", child) == "[1, 2]\n"
     assert printed(lazy, "print(thing.n)", parent) == "[1]\n"
+
+
+class Finalized:
+    """A library's class with ``__del__``, which counts the instances it finalizes
+    that have no state."""
+
+    def __del__(self):
+        if "n" not in self.__dict__:
+            helpers.bare_finalized += 1
+
+
+helpers.Finalized = Finalized
+
+
+def test_an_instance_with_a_finalizer_a_cell_only_read_is_finalized_whole():
+    """A copy that comes out as its stored object is dropped: one of a class with
+    ``__del__`` is stored as a copy instead, so no bare instance meets its ``__del__``."""
+    kernel = SnapshotKernel()
+    helpers.bare_finalized = 0
+    parent = ok(kernel, "import helpers\nthing = helpers.Finalized()\nthing.n = [1]")
+    assert printed(kernel, "print(thing.n)", parent["state_name"]) == "[1]\n"
+    assert helpers.bare_finalized == 0

@@ -39,11 +39,13 @@ class Reducing:
         if state is not None:
             self.inside_object += 1
             try:
-                references = sys.getrefcount(new)
+                # Not for a class with __del__: it would run on the bare ``new`` dropped here.
+                storing = self.storing and _special(new, "__del__") is None
+                references = sys.getrefcount(new) if storing else None
                 copied = yield state
                 # (a copy that reached ``new`` itself, a cycle back here, holds it)
                 origin = (self._stored_origin(obj, copied)
-                          if self.storing and sys.getrefcount(new) == references else None)
+                          if storing and sys.getrefcount(new) == references else None)
                 if origin is not None:
                     self.memo[id(obj)] = origin
                     return origin
