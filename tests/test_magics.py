@@ -2,11 +2,15 @@
 do and print when they run (with exec, in a plain namespace)."""
 
 import builtins
+import gc
+import os
 import re
+import subprocess
 import sys
 import threading
 import time
 import traceback
+import warnings
 
 import pytest
 
@@ -180,6 +184,31 @@ def test_an_interrupt_kills_the_command_and_its_children(namespace, tmp_path):
     while _alive(pid):
         assert time.monotonic() < killed, "the command's child outlived the interrupt"
         time.sleep(0.01)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+@pytest.mark.parametrize("started", [False, True], ids=["before the fork", "after the fork"])
+def test_an_interrupt_as_the_command_starts_leaves_nothing_running(started, monkeypatch):
+    # CI found it: an interrupt landed in Popen after the fork, before it returned, and
+    # the command ran on. Here the KeyboardInterrupt is raised at that moment.
+    shells = []
+    start = subprocess.Popen._execute_child
+
+    def interrupted(process, *args):
+        if started:
+            start(process, *args)
+            shells.append(process.pid)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", interrupted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)  # a pipe left open, a child not reaped
+        with pytest.raises(KeyboardInterrupt):
+            commands.run("sleep 30", [].append, None)
+        gc.collect()
+    assert len(shells) == started
+    for pid in shells:  # reaped, so not even a zombie is left
+        assert not os.path.exists(f"/proc/{pid}")
 
 
 @pytest.mark.parametrize("line", ["!pip --version", "%pip --version"])

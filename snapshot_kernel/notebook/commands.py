@@ -22,13 +22,15 @@ def run(command, out, err):
     signal is negative). If the caller is interrupted, the command and what it
     started are killed."""
     stderr = subprocess.PIPE if err is not None else subprocess.STDOUT
-    with subprocess.Popen(command, shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=stderr, start_new_session=True) as process:
-        try:  # loops are one frame down: on 3.13.0 an interrupt there skips a frame's handlers
-            _pump(process, _sinks(process, out, err))
-        finally:  # a KeyboardInterrupt included: the command must not outlive the wait
-            if process.poll() is None:
-                _kill_group(process)
+    # Bound before it starts: an interrupt may land after the fork, before ``Popen``
+    # returns, and the command must not outlive it (``pid`` is set right after the fork).
+    process = subprocess.Popen.__new__(subprocess.Popen)
+    try:  # loops are one frame down: on 3.13.0 an interrupt there skips a frame's handlers
+        process.__init__(command, shell=True, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=stderr, start_new_session=True)
+        _pump(process, _sinks(process, out, err))
+    finally:  # a KeyboardInterrupt included: the command must not outlive the wait
+        _end(process)
     code = process.returncode
     return -(code - 128) if code > 128 else code  # the shell says 128 + N for signal N
 
@@ -68,9 +70,26 @@ def _forward(descriptor, sink, decoder):
     return bool(chunk)
 
 
-def _kill_group(process):
+def _end(process):
+    """Kill the command's process group if it still runs, reap it, close its pipes.
+    ``process`` may be half made: ``Popen`` interrupted, before or after the fork."""
+    if getattr(process, "pid", None) is None:  # never started (Popen closed what it opened)
+        return
     try:
-        os.killpg(process.pid, signal.SIGKILL)  # the shell and whatever it started
-    except ProcessLookupError:  # it ended in the meantime
-        pass
-    process.wait()
+        if process.poll() is None:
+            _kill(process.pid)
+            process.wait()
+    finally:
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def _kill(pid):
+    """SIGKILL the shell's process group: the shell and whatever it started. Just
+    after the fork the child may not lead its own group yet; then only it exists."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except ProcessLookupError:  # no such group yet, or it ended in the meantime
+            pass
