@@ -4,6 +4,7 @@ These run on a kernel in the default copy mode, which copies in only what a
 cell's code may touch. The suites built on the ``kernel`` fixture run in both modes.
 """
 
+import subprocess
 import sys
 
 import pytest
@@ -375,6 +376,55 @@ def test_a_cell_that_only_reads_a_library_object_stores_nothing_new(tmp_path, on
     assert printed(kernel, code, changed) == "[0, 1] [1. 1.] True [0. 0.]\n"
     assert printed(kernel, code, in_loop) == "[0] [1. 1.] True [0. 0.]\n"
     assert printed(kernel, code, parent) == "[0] [1. 1.] True [0. 0.]\n"
+
+
+FOREST = ("import numpy as np\n"
+          "from sklearn.ensemble import RandomForestClassifier\n"
+          "X = np.random.RandomState(0).rand(300, 4)\n"
+          "forest = RandomForestClassifier(n_estimators=20, random_state=0).fit(X, X[:, 0] > 0.5)")
+LEAF = "forest.estimators_[3].tree_.value[0, 0, 0]"
+
+
+@pytest.mark.parametrize("on_disk", [False, True], ids=["in memory", "state directory"])
+def test_a_cell_that_only_reads_a_forest_stores_nothing_new(tmp_path, on_disk):
+    """A fitted tree keeps its nodes in a Tree whose reduce value is new arrays each time
+    (``libraries/sklearn``), so a forest a cell only read never came out as the stored one:
+    its trees were stored again, 1.3 MB here, after every cell that read it. The
+    node records' padding bytes differed between a Tree and its copy."""
+    pytest.importorskip("sklearn")
+    kernel = SnapshotKernel(state_dir=str(tmp_path) if on_disk else None)
+    parent = ok(kernel, FOREST)["state_name"]
+    whole = kernel.describe(parent)["approx_bytes"]
+    reader = ok(kernel, "print(forest.feature_importances_.round(3).tolist())\n"
+                        "print([tree.get_depth() for tree in forest.estimators_][:3])",
+                parent)["state_name"]
+    changed = ok(kernel, f"{LEAF} += 1", parent)["state_name"]
+    assert kernel.describe(reader)["approx_bytes"] < 1000 < whole
+    code = f"print({LEAF}, forest.estimators_[4].tree_.value[0, 0, 0], forest.predict(X).sum())"
+    seen = printed(kernel, code, parent)
+    assert printed(kernel, code, reader) == seen
+    first, rest = seen.split(" ", 1)
+    assert printed(kernel, code, changed) == f"{float(first) + 1} {rest}"
+    if on_disk:  # the states as a restarted server loads them
+        kernel.shutdown()
+        kernel = SnapshotKernel(state_dir=str(tmp_path))
+        assert printed(kernel, code, reader) == seen
+        assert printed(kernel, code, changed) == f"{float(first) + 1} {rest}"
+
+
+def test_copying_scikit_learn_objects_does_not_import_its_tree_module():
+    """The Tree support is loaded by a Tree, not by the first scikit-learn object: importing
+    ``sklearn.tree`` would cost a process that never did 50 ms, and change its modules."""
+    pytest.importorskip("sklearn")
+    script = ("import sys\nfrom snapshot_kernel.kernel import SnapshotKernel\n"
+              "kernel = SnapshotKernel()\n"
+              "made = kernel.execute_here('from sklearn.preprocessing import StandardScaler\\n'\n"
+              "                           's = StandardScaler().fit([[1.0], [2.0]])', 'initial')\n"
+              "read = kernel.execute_here('print(s.mean_)', made['state_name'])\n"
+              "print(read['output'][0]['text'], 'sklearn.tree._tree' in sys.modules)")
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert ran.stdout == "[1.5]\n False\n", ran.stderr
 
 
 def caller_global(name):

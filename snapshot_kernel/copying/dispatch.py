@@ -40,8 +40,11 @@ _inherited = {}      # type -> handler, for it and its subclasses
 _resolved = {}       # cache of library types' handlers (None: the default path)
 _registry_lock = threading.Lock()
 # Libraries with a support module (``snapshot_kernel.libraries.<name>``), imported the
-# first time a type of that library is met.
-LIBRARY_SUPPORT = frozenset({"numpy", "pandas", "matplotlib", "sqlite3", "_thread"})
+# first time a type of that library is met; or of one module of it, where the support is
+# for that module's types and importing the module would cost a process that never did
+# (scikit-learn's Tree: 50 ms, and ``sklearn.tree`` in its ``sys.modules``).
+LIBRARY_SUPPORT = {"numpy": "numpy", "pandas": "pandas", "matplotlib": "matplotlib",
+                   "sklearn.tree._tree": "sklearn", "sqlite3": "sqlite3", "_thread": "_thread"}
 _loaded = set()
 
 
@@ -80,10 +83,10 @@ def load_support(cls):
         module = getattr(base, "__module__", None)
         if not isinstance(module, str):  # Cython 3.1's function type has a descriptor there
             continue
-        library = module.partition(".")[0]
-        if library in LIBRARY_SUPPORT and library not in _loaded:
-            _loaded.add(library)
-            importlib.import_module(f"..libraries.{library}", __package__)
+        for key in (module.partition(".")[0], module):
+            if key in LIBRARY_SUPPORT and key not in _loaded:
+                _loaded.add(key)
+                importlib.import_module(f"..libraries.{LIBRARY_SUPPORT[key]}", __package__)
 
 
 def same_contents(new, origin):
