@@ -21,7 +21,10 @@ touching it, and one reading a name that shares an array with it (target for bot
 what ``n = 1`` costs on an empty state, within 1.5x); an
 exhausted numpy iterator's type (it must show ``iterator``); and
 ``df2 = df[df.c0 > 0.5]`` on a two-column frame of 2 million rows (target:
-within 2x; ``bigdata.py`` compares the same cell with a fork-based server).
+within 2x; ``bigdata.py`` compares the same cell with a fork-based server). And
+``n = len(df)`` on a frame of a million rows with a text column, found after the
+issue: a frame a cell only reads is stored (and saved) again, and its text column is
+copied in and out (no target yet).
 """
 
 import argparse
@@ -79,6 +82,11 @@ def rows(quick):
         Row("empty state", "pass", "n = 1", "none", 0),  # (after: matplotlib is imported)
         Row("exhausted numpy iterator", "import numpy as np\nit = iter(np.arange(2))\n"
             "list(it)", "type(it).__name__", "none", 0),
+        Row(f"frame, {frame_rows // 2:,} rows with a text column: a cell reading it",
+            "import numpy as np\nimport pandas as pd\n"
+            f"df = pd.DataFrame({{'n': np.arange({frame_rows // 2}), "
+            f"'word': [f'w{{i % 1000}}' for i in range({frame_rows // 2})]}})",
+            "n = len(df)", "none", 0),
         Row(f"frame, {frame_rows:,} rows x 2: filter",
             "import numpy as np\nimport pandas as pd\nrng = np.random.default_rng(0)\n"
             f"df = pd.DataFrame({{f'c{{i}}': rng.random({frame_rows}) for i in range(2)}})",

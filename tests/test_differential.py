@@ -23,7 +23,7 @@ import pytest
 from helpers import printed, stdout
 
 SEEDS = range(40)
-DATA_SEEDS = range(1000, 1025)  # trees that also hold numpy arrays and pandas objects
+DATA_SEEDS = range(1000, 1040)  # trees that also hold numpy arrays and pandas objects
 DATA = ("a", "b", "c", "d", "e")
 FUNCTIONS = ("f", "g", "h")
 CLASSES = ("K", "L")
@@ -497,7 +497,7 @@ class DataCellWriter(CellWriter):
 
     def view(self, namespace):
         source = self.pick([name for name in self.of_type(namespace, "ndarray")
-                            if namespace[name].dtype != object and namespace[name].size > 1])
+                            if namespace[name].size > 1])
         if source is None:
             return None
         x = self.rng.choice(DATA)

@@ -65,6 +65,14 @@ NUMPY = {
         "import numpy as np\nitem = [1]\narr = np.empty(2, dtype=object)\narr[0] = item\narr[1] = arr",
         "arr[0].append(2)",
         "print(item, arr[0] is item, arr[1] is arr)"],
+    "an object array of strings and numbers (copied at once) and its views": [
+        "import numpy as np\n"
+        "text = np.array(['a', None, 1.5, 2, b'x', 1j, True, 'b'], dtype=object)\nalias = text\n"
+        "grid = np.asfortranarray(np.array([['x', 'y'], ['u', 7]], dtype=object))\n"
+        "row = grid[1]\nmixed = np.array(['s', [1]], dtype=object)",
+        "text[0] = 'changed'\nrow[0] = 'w'\nmixed[1].append(2)",
+        "print(text.tolist(), alias is text, grid.tolist(), grid.flags.f_contiguous,"
+        " row.base is grid, mixed.tolist())"],
     "cells' classes inside an object array": [
         "import numpy as np\nclass Point:\n    def __init__(self, x): self.x = x\n"
         "pts = np.array([Point(1), Point(2)], dtype=object)",

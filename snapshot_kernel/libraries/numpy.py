@@ -41,6 +41,10 @@ def copy_ndarray(copier, arr):
     if arr.dtype.hasobject:
         if arr.dtype.fields is not None:  # structured with object fields: as pickle does
             return copier.reduce_copy(arr)
+        if arr.base is not None and OBJECT_VIEWS and not copier.detach_arrays:
+            root = _root(arr)
+            if root is not arr and type(root) is np.ndarray and root.dtype == object:
+                return _copy_object_view(copier, arr, root)
         return _copy_objects(copier, arr)
     root = _root(arr)
     if root is not arr and not copier.detach_arrays and (
@@ -215,6 +219,30 @@ def _view_over(arr, root, new_root):
     return _with_flags(view, arr)
 
 
+def _copy_object_view(copier, arr, root):
+    """A view of an object array, made again over the copy of the array it views: writing
+    an element through it changes that copy, as in one process. Copied once, the
+    elements stay shared between the two."""
+    new_root = yield root
+    if type(new_root) is not np.ndarray or new_root.strides != root.strides:
+        return (yield _Detached(arr))  # (laid out anew: the view's offsets mean nothing there)
+    return _view_over(arr, root, new_root)
+
+
+def _object_views():
+    """True if numpy makes an object array over another's memory, as a view of it (numpy
+    2 does; ``frombuffer`` never does for objects)."""
+    try:
+        items = np.array([None, 1, 2], dtype=object)
+        view = np.ndarray((2,), dtype=object, buffer=items, offset=items.itemsize)
+    except (TypeError, ValueError):
+        return False
+    return view.base is items and view[1] == 2
+
+
+OBJECT_VIEWS = _object_views()
+
+
 def _copy_data(arr):
     """A new array owning a copy of ``arr``'s bytes, laid out the same way."""
     return _with_flags(arr.copy(order="K"), arr)
@@ -224,6 +252,9 @@ def _copy_objects(copier, arr):
     new = np.empty_like(arr, order="K")
     copier.memo[id(arr)] = new  # before the elements: one may refer back to the array
     source, target = _flat(arr), _flat(new)
+    if source.size and type(source[0]) in ATOMIC and set(map(type, source)) <= ATOMIC:
+        target[...] = source  # strings and numbers, shared as the loop shares them: 3x faster
+        return _finish_objects(arr, new)
     attempt = copier.attempt
     # The elements are values of their own: arrays among them keep their views.
     detached, copier.detach_arrays = copier.detach_arrays, 0
@@ -281,8 +312,23 @@ def same_array(new, origin):
     if new.base is not None or origin.base is not None:  # views: of the same memory
         return new.base is origin.base and address(new) == address(origin)
     if new.dtype.hasobject:
-        return all(a is b for a, b in zip(_flat(new), _flat(origin)))
+        return _same_objects(new, origin)
     return new.tobytes(order="A") == origin.tobytes(order="A")
+
+
+def _same_objects(new, origin):
+    """True if two object arrays of one layout hold the very same objects, in order."""
+    if new.dtype == object and new.flags.c_contiguous and origin.flags.c_contiguous:
+        # The pointers they hold, compared as integers: 1 ms, not 40, for a million.
+        return not new.size or bool(np.array_equal(_pointers(new), _pointers(origin)))
+    return all(a is b for a, b in zip(_flat(new), _flat(origin)))
+
+
+def _pointers(arr):
+    """A C-contiguous object array's elements as the addresses it holds: a view of its
+    memory, to read while ``arr`` lives."""
+    return np.frombuffer((ctypes.c_char * arr.nbytes).from_address(address(arr)),
+                         dtype=np.intp)
 
 
 def copy_flatiter(copier, it):

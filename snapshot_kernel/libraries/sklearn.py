@@ -1,7 +1,8 @@
 """scikit-learn's fitted trees in states: a copy that holds what its origin holds is it.
 
-Imported by the copier the first time it meets a type of ``sklearn.tree._tree`` (scikit-learn
-is never a dependency, and a process that never imported that module is not made to). A fitted tree model (a decision tree, each of a forest's or a boosting's
+Imported by the copier the first time it meets a type of ``sklearn.tree._tree``
+(scikit-learn is never a dependency, and a process that never imported that module is not
+made to). A fitted tree model (a decision tree, each of a forest's or a boosting's
 estimators) keeps its nodes in a ``sklearn.tree._tree.Tree``, whose memory is C memory
 the Tree owns. It copies through its reduce value, which holds new arrays each time (and
 views of that memory), so a copy of it is never made of the very objects its stored
