@@ -35,7 +35,8 @@ import sys
 import types
 import weakref
 
-from . import cow
+from . import cow, object_arrays
+from .object_arrays import PLAIN as _PLAIN  # no reductions
 from ..copying import iterators, views
 from ..copying.copier import collector_off
 from ..copying.handlers import importable
@@ -80,8 +81,8 @@ class Pickler(pickle.Pickler):
         if numpy is not None and isinstance(obj, numpy.ndarray):  # (exact ones: persistent_id)
             if kind is numpy.ndarray and obj.dtype == object:
                 if obj.base is not None:
-                    return _reduce_object_view(obj)
-                return _reduce_objects(obj)
+                    return object_arrays.reduce_view(obj)
+                return object_arrays.reduce_array(obj)
             return _reduce_subclass_view(numpy, obj)
         self._ordinary.add(kind)
         return NotImplemented
@@ -113,64 +114,6 @@ class Pickler(pickle.Pickler):
         if numpy is not None and type(obj) is numpy.ndarray and not obj.dtype.hasobject:
             return _array_id(numpy, obj)
         return None
-
-
-_PLAIN = frozenset({str, int, float, bool, type(None), bytes, complex})
-
-
-def _reduce_objects(arr):
-    """An object array that owns its memory. Of strings and numbers only (a pandas text
-    column): a pickle of its own, made without this pickler's hooks, which pickle calls
-    for every element (a million strings: 200 ms, not 25). Else: made empty, its shape
-    and memory final, then filled in place, so that a view of it or an element that
-    refers back to it, met while its elements load, finds its memory (numpy's own pickle
-    makes the array empty and gives it memory only once its elements are loaded).
-    NotImplemented (numpy's own pickle) if its memory is not contiguous."""
-    if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
-        return NotImplemented
-    flat = arr.ravel(order="K")  # (no copy: contiguous) in memory order
-    if arr.size and type(flat[0]) in _PLAIN and set(map(type, flat)) <= _PLAIN:
-        return pickle.loads, (pickle.dumps(arr, protocol=5),)
-    order = "C" if arr.flags.c_contiguous else "F"
-    return (_empty_objects, (arr.shape, order), (flat.tolist(), arr.flags.writeable),
-            None, None, _fill_objects)
-
-
-def _empty_objects(shape, order):
-    import numpy
-    return numpy.empty(shape, dtype=object, order=order)
-
-
-def _fill_objects(arr, state):
-    from ..libraries.numpy import _flat
-    items, writeable = state
-    flat = _flat(arr)  # (a view: the array is contiguous)
-    for index, item in enumerate(items):  # one by one: a list item is not a sequence to unpack
-        flat[index] = item
-    if not writeable:
-        arr.flags.writeable = False
-
-
-def _reduce_object_view(view):
-    """A view of an object array, made again over that array (pickled once, for all its
-    views: see ``_reduce_objects``); NotImplemented (a copy, as numpy pickles it) where
-    numpy cannot make one."""
-    from ..libraries.numpy import OBJECT_VIEWS, _root, address  # (numpy is imported)
-    root = _root(view)
-    if (not OBJECT_VIEWS or root is view or type(root) is not type(view)
-            or root.dtype != view.dtype
-            or not (root.flags.c_contiguous or root.flags.f_contiguous)):
-        return NotImplemented
-    return _make_object_view, (root, address(view) - address(root), view.shape, view.strides,
-                               view.flags.writeable)
-
-
-def _make_object_view(root, offset, shape, strides, writeable):
-    import numpy
-    view = numpy.ndarray(shape, object, buffer=root, offset=offset, strides=strides)
-    if not writeable:
-        view.flags.writeable = False
-    return view
 
 
 def _reduce_subclass_view(numpy, arr):
@@ -312,9 +255,6 @@ def dumps(values, buffers, pickler=Pickler):
             lost[name] = f"{type(exc).__name__}: {exc}"
     return (*_dump({name: value for name, value in values.items() if name not in lost},
                    buffers, pickler), lost)
-
-
-_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})  # no reductions
 
 
 def _dump(value, buffers, pickler_class):
