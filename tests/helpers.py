@@ -52,3 +52,14 @@ def wait_until_running(kernel, *exec_ids):
                                 if run["thread_id"] is not None}:
         assert time.monotonic() < deadline, f"{exec_ids} did not start"
         time.sleep(0.005)
+
+
+class Holder:
+    """A library's class (not a cell's, whose instances are copied with their class) that
+    reduces to a call of itself with what it holds, as classes written in C often do."""
+
+    def __init__(self, items, label):
+        self.items, self.label = items, label
+
+    def __reduce__(self):
+        return (Holder, (self.items, self.label))

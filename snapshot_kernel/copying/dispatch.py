@@ -107,6 +107,11 @@ def _same_dict(new, origin):
 _SAME = {list: _same_sequence, tuple: _same_sequence, dict: _same_dict}
 
 
+def has_same_check(cls):
+    """True if ``cls`` has a check of its own (``register_same``)."""
+    return cls in _SAME
+
+
 def register_same(cls, check):
     """Let ``check(new, origin)`` tell a stored copy of a ``cls`` from its origin."""
     _SAME[cls] = check

@@ -6,7 +6,7 @@ import itertools
 import sys
 
 from . import deepcopy_hook
-from .dispatch import same_contents
+from .dispatch import has_same_check, same_contents
 
 
 class Reducing:
@@ -44,7 +44,7 @@ class Reducing:
                 references = sys.getrefcount(new) if storing else None
                 copied = yield state
                 # (a copy that reached ``new`` itself, a cycle back here, holds it)
-                origin = (self._stored_origin(obj, copied)
+                origin = (self._stored_origin(obj, copied, state)
                           if storing and sys.getrefcount(new) == references else None)
                 if origin is not None:
                     self.memo[id(obj)] = origin
@@ -54,21 +54,43 @@ class Reducing:
                 self.inside_object -= 1
         return new
 
-    def _stored_origin(self, obj, copied):
+    def _stored_origin(self, obj, copied, state):
         """The stored object ``obj`` was copied from, if its reduce state holds the very
-        objects ``copied`` (the copy of ``obj``'s state) holds: a model a cell only read
-        is the stored one, not a new copy to store and save."""
+        objects ``copied`` (the copy of ``obj``'s reduce ``state``) holds: a model a cell
+        only read is the stored one, not a new copy to store and save."""
         origin = self.origins.get(id(obj))
-        if type(origin) is not type(obj):
+        if type(origin) is not type(obj) or has_same_check(type(obj)):
+            return None  # (a check of its own, ``_finish`` runs it)
+        rv = _reduce(origin)
+        if rv is None or not _plain(origin, rv):
             return None
-        reducer = copyreg.dispatch_table.get(type(origin))
-        try:
-            rv = reducer(origin) if reducer is not None else origin.__reduce_ex__(4)
-        except Exception:  # a library's __getstate__ on the stored object: then it is a copy
+        theirs = rv[2] if len(rv) > 2 else None
+        if _same_state(copied, theirs):
+            return origin
+        again = _reduce(origin)  # (what the reduce makes each time differs between the two)
+        if again is None or len(again) != len(rv):
             return None
-        if isinstance(rv, str) or not _plain(origin, rv):
+        return origin if _same_reduction(copied, state, theirs, again[2]) else None
+
+    def _reduced_origin(self, obj, copied, mine):
+        """The stored object ``obj`` was copied from and its reduce value twice (a second
+        time to tell what its reduce makes each time from what it holds), if the copy of
+        ``obj``'s reduce function and arguments (``copied``, of ``mine``) stand for the
+        origin's (``_same_reduction``), so it may be the origin: a pandas Index, block or
+        extension array a cell only read, which reduce to new tuples and dicts each time.
+        None if not, or if ``obj``'s type has a check of its own
+        (``dispatch.register_same``, which ``_finish`` runs). Compared before the function
+        runs: it may change its arguments (pandas' ``_new_Index`` adds to its dict)."""
+        origin = self.origins.get(id(obj))
+        if type(origin) is not type(obj) or has_same_check(type(obj)):
             return None
-        return origin if _same_state(copied, rv[2] if len(rv) > 2 else None) else None
+        theirs, again = _reduce(origin), _reduce(origin)
+        if (theirs is None or again is None or isinstance(theirs, str)
+                or any(part is not None for part in theirs[3:5])):  # (items to add back)
+            return None
+        if not _same_reduction(copied, mine, theirs[:2], again[:2]):
+            return None
+        return origin, theirs[2] if len(theirs) > 2 else None, again[2] if len(again) > 2 else None
 
     def foreign_deepcopy(self, obj, deep):
         """Generator: call ``obj``'s own ``__deepcopy__`` with the memo. Functions and
@@ -88,17 +110,30 @@ class Reducing:
         return new
 
     def reconstruct(self, obj, func, args, state=None, listiter=None, dictiter=None, *_):
-        """Generator: rebuild ``obj`` from its reduce value, copying the parts."""
+        """Generator: rebuild ``obj`` from its reduce value, copying the parts. When
+        storing, a copy whose reduce value comes out as its origin's is the origin."""
         self.inside_object += 1
         try:
-            func = yield func  # a cell's class or function rebuilds as the copied one
-            args = yield args
+            new_func = yield func  # a cell's class or function rebuilds as the copied one
+            new_args = yield args
             if id(obj) in self.memo:  # the args (a copied class) led back here and copied it
                 return dict.__getitem__(self.memo, id(obj))
-            new = func(*args)
+            # (as in _plain_instance: not for a class with __del__, nor if a cycle reached new)
+            stored = (self._reduced_origin(obj, (new_func, new_args), (func, args))
+                      if self.storing and listiter is None and dictiter is None
+                      and id(obj) in self.origins else None)
+            new = new_func(*new_args)
             self.memo[id(obj)] = new
+            check = stored is not None and _special(new, "__del__") is None
+            references = sys.getrefcount(new) if check else None
+            new_state = None if state is None else (yield state)
+            if check and sys.getrefcount(new) == references:
+                origin, theirs, again = stored
+                if _same_reduction(new_state, state, theirs, again):
+                    self.memo[id(obj)] = origin
+                    return origin
             if state is not None:
-                _set_state(new, (yield state))
+                _set_state(new, new_state)
         finally:
             self.inside_object -= 1
         for item in list(listiter or ()):  # list(): one moment, even if a thread is writing
@@ -125,6 +160,51 @@ def _same_state(new, origin):
     if type(new) is tuple and type(origin) is tuple and len(new) == len(origin) == 2:
         return all(a is b or _same_state(a, b) for a, b in zip(new, origin))
     return type(new) is dict and type(origin) is dict and same_contents(new, origin)
+
+
+def _reduce(obj):
+    """``obj``'s reduce value as the copier takes it, or None if that raises (a library's
+    ``__getstate__`` on a stored object: then it is not compared, and stays a copy)."""
+    reducer = copyreg.dispatch_table.get(type(obj))
+    try:
+        return reducer(obj) if reducer is not None else obj.__reduce_ex__(4)
+    except Exception:
+        return None
+
+
+# Values whose copies are equal when they are the same; slices hold such values.
+_VALUES = frozenset({int, float, complex, str, bytes, bool, type(None)})
+_FRESH_CONTAINERS = frozenset({tuple, list, dict})
+
+
+def _same_reduction(copied, mine, theirs, again):
+    """True if ``copied``, the copy of ``mine`` (a part of a working object's reduce value),
+    stands for ``theirs``, the same part of its stored origin's reduce value: the very
+    object (its copy came out as it), one ``mine`` also is (a class's own list both
+    reduce to), an equal number or string, or a tuple, list or dict holding such parts
+    that the origin's reduce made for the occasion: ``again``, the part from a second
+    reduce, is another object. A container the origin holds must be the very one: a
+    copy equal to it is a new object, and another name holding it would come apart."""
+    if copied is theirs or mine is theirs:
+        return True
+    kind = type(copied)
+    if kind is not type(theirs) or kind is not type(mine) or kind is not type(again):
+        return False
+    if kind in _VALUES:
+        return copied == theirs or copied != copied and theirs != theirs  # (NaN is NaN)
+    if kind is slice:
+        return all(_same_reduction(getattr(copied, part), getattr(mine, part),
+                                   getattr(theirs, part), getattr(again, part))
+                   for part in ("start", "stop", "step"))
+    if kind not in _FRESH_CONTAINERS or theirs is again:
+        return False
+    if not len(copied) == len(mine) == len(theirs) == len(again):
+        return False
+    if kind is dict:
+        return all(_same_reduction(*keys) and _same_reduction(*values) for keys, values in
+                   zip(zip(copied, mine, theirs, again),
+                       zip(copied.values(), mine.values(), theirs.values(), again.values())))
+    return all(_same_reduction(*parts) for parts in zip(copied, mine, theirs, again))
 
 
 def _set_state(new, state):

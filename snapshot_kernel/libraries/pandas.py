@@ -23,9 +23,11 @@ arrays: a view stays a view of its copied base.
 import pandas as pd
 from pandas.api.extensions import ExtensionArray
 from pandas.core.generic import NDFrame
-from pandas.core.internals.managers import BaseBlockManager
+from pandas.core.internals.managers import BaseBlockManager, BlockManager, SingleBlockManager
 
-from ..copying.dispatch import register
+import numpy as np
+
+from ..copying.dispatch import register, register_same
 from ..copying.covariables import count_shallow
 from ..values import register_comparer
 
@@ -56,6 +58,89 @@ def copy_manager(copier, manager):
         copier.detach_arrays -= 1
 
 
+def same_manager(new, origin):
+    """True if the block manager ``new`` (a copy just built) is what ``origin`` is: its
+    axes are the origin's Indexes and its blocks hold the origin's arrays at the same
+    places. The copier finds most of a frame a cell only read to be the stored objects
+    themselves (arrays, Indexes, blocks: ``Reducing._reduced_origin``), but a manager's
+    axes list is made anew by its constructor, and a Series' manager reduces to Indexes
+    made for the occasion (``items[indexer]``, as pandas 2's managers do), so without
+    this check the manager, and the frame holding it, would be stored again, and saved
+    again, after every cell that only read it."""
+    return (len(new.axes) == len(origin.axes) and len(new.blocks) == len(origin.blocks)
+            and all(a is b for a, b in zip(new.axes, origin.axes))
+            and all(a is b or _same_block(a, b) for a, b in zip(new.blocks, origin.blocks)))
+
+
+def same_frame(new, origin):
+    """True if the DataFrame or Series ``new`` (a copy just built) is what ``origin`` is:
+    the same manager (``same_manager``), name and metadata, and equal ``attrs`` and flags.
+    Its ``attrs`` is compared by value: pandas copies the dict it is given, in pickling
+    as in copying, so a frame's copy never holds its origin's ``attrs`` dict itself."""
+    mine, theirs = new.__getstate__(), origin.__getstate__()
+    return list(mine) == list(theirs) and all(
+        mine[key] is theirs[key] or _same_value(mine[key], theirs[key]) for key in mine)
+
+
+def same_backed_array(new, origin):
+    """True if the extension array ``new`` (a copy just built) that keeps its values in a
+    numpy array (dates, categories, strings) is what ``origin`` is: the same array and
+    dtype, and its other attributes the same but for its ``_cache``, of values it
+    computes when asked (a date array's resolution, once a cell has read a date)."""
+    if new._ndarray is not origin._ndarray or new._dtype is not origin._dtype:
+        return False
+    mine, theirs = _uncached(new), _uncached(origin)
+    return list(mine) == list(theirs) and all(
+        mine[key] is theirs[key] or _same_value(mine[key], theirs[key]) for key in mine)
+
+
+def _uncached(array):
+    return {key: value for key, value in getattr(array, "__dict__", {}).items()
+            if key != "_cache"}
+
+
+def _backed_array_types():
+    try:
+        from pandas.core.arrays._mixins import NDArrayBackedExtensionArray
+    except ImportError:  # (pandas 1.x before it)
+        return []
+    found, queue = [], [NDArrayBackedExtensionArray]
+    while queue:
+        cls = queue.pop()
+        found.append(cls)
+        queue.extend(cls.__subclasses__())
+    return [cls for cls in found if cls.__module__.partition(".")[0] == "pandas"]
+
+
+def _same_value(a, b):
+    """Equal, for a value that is its value (a number, a string), or a list or dict
+    holding the same objects or such values (a frame's attrs, flags, metadata names)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) in _VALUES:
+        return a == b or a != a and b != b  # (NaN is NaN)
+    if type(a) is list:
+        return len(a) == len(b) and all(x is y or type(x) in _VALUES and _same_value(x, y)
+                                        for x, y in zip(a, b))
+    if type(a) is dict:
+        return list(a) == list(b) and all(
+            a[key] is b[key] or type(a[key]) in _VALUES and _same_value(a[key], b[key])
+            for key in a)
+    return False
+
+
+_VALUES = frozenset({int, float, complex, str, bytes, bool, type(None)})
+
+
+def _same_block(new, origin):
+    if type(new) is not type(origin) or new.values is not origin.values or new.ndim != origin.ndim:
+        return False
+    here, there = new.mgr_locs.indexer, origin.mgr_locs.indexer
+    if type(here) is slice:
+        return here == there
+    return type(there) is np.ndarray and np.array_equal(here, there)
+
+
 def _share(copier, obj):
     return obj
 
@@ -84,6 +169,12 @@ for _cls in (NDFrame, pd.Index, ExtensionArray):
     register(_cls, copy_by_reduce, subclasses=True)
     count_shallow(_cls)
 register(BaseBlockManager, copy_manager, subclasses=True)
+for _cls in (BlockManager, SingleBlockManager):
+    register_same(_cls, same_manager)
+for _cls in (pd.DataFrame, pd.Series):
+    register_same(_cls, same_frame)
+for _cls in _backed_array_types():
+    register_same(_cls, same_backed_array)
 for _cls in (pd.DataFrame, pd.Series, pd.Index):
     register_comparer(_cls, equal_frames, subclasses=True)
 for _immutable in (pd.Timestamp, pd.Timedelta, pd.Period, pd.Interval, type(pd.NaT), type(pd.NA)):

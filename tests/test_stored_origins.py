@@ -1,0 +1,145 @@
+"""A value a cell only read is stored as it was: the state it makes holds the very objects
+its parent holds, not copies to store and save again.
+
+Objects that copy through a reduce value of new tuples and dicts (pandas' Indexes, blocks
+and extension arrays; a class with its own ``__reduce__``) never came out as the stored
+object they were copied from, so a cell that only printed ``len(df)`` stored the whole
+frame again, and saved it again: 254 ms for a frame of a million rows with a text column
+(``python benchmarks/cliffs.py --only text``). Each test also changes the value in each way
+a cell can, and checks that the change is kept, on its branch only, and after a restart.
+"""
+
+import os
+
+import pytest
+
+from helpers import ok, printed
+from snapshot_kernel.kernel import SnapshotKernel
+
+STATE_DIR = pytest.mark.parametrize("on_disk", [False, True],
+                                    ids=["in memory", "state directory"])
+
+
+def kernel_for(tmp_path, on_disk):
+    return SnapshotKernel(state_dir=str(tmp_path) if on_disk else None)
+
+
+def stores_nothing_new(kernel, tmp_path, on_disk, parent, reader_cell):
+    """Run ``reader_cell`` on ``parent``: its state holds no object of its own, and (with a
+    state directory) it takes no more room on disk than a state that adds one number."""
+    def disk():
+        return sum(os.path.getsize(os.path.join(folder, name))
+                   for folder, _, names in os.walk(tmp_path) for name in names)
+    before = disk()
+    one_number = ok(kernel, "one = 1", parent)["state_name"]
+    room = disk() - before
+    reader = ok(kernel, reader_cell, parent)["state_name"]
+    assert kernel.describe(reader)["approx_bytes"] == 0
+    assert kernel.describe(one_number)["approx_bytes"] < 100
+    if on_disk:
+        assert disk() - before - room <= room + 4096
+    return reader
+
+
+def check_changes(kernel, tmp_path, on_disk, parent, probe, seen, changes):
+    """Each change made on a branch of ``parent`` prints what it should under ``probe``,
+    and the parent still prints ``seen``, before and after a restart."""
+    made = {label: ok(kernel, cell, parent)["state_name"] for label, (cell, _) in changes.items()}
+    for label, (_, expected) in changes.items():
+        assert printed(kernel, probe, made[label]) == expected, label
+    assert printed(kernel, probe, parent) == seen
+    if on_disk:  # the states as a restarted server loads them
+        kernel.shutdown()
+        kernel = SnapshotKernel(state_dir=str(tmp_path))
+        for label, (_, expected) in changes.items():
+            assert printed(kernel, probe, made[label]) == expected, label
+        assert printed(kernel, probe, parent) == seen
+    return kernel
+
+
+FRAMES = ("import numpy as np, pandas as pd\n"
+          "df = pd.DataFrame({'n': np.arange(50_000), 't': [str(i) for i in range(50_000)],\n"
+          "                   'x': 1.5, 'c': pd.Categorical(['a', 'b'] * 25_000)},\n"
+          "                  index=pd.date_range('2020', periods=50_000, freq='min'))\n"
+          "df.attrs['source'] = 'sensor'\n"
+          "s = pd.Series(np.arange(3.0), index=['p', 'q', 'r'], name='w')\n"
+          "idx = df.index")
+FRAME_PROBE = ("print(df.attrs, s.name, df.index.name, idx is df.index, df.columns.name,\n"
+               "      df.flags.allows_duplicate_labels, df['n'].iloc[0], s.iloc[0],\n"
+               "      df['t'].iloc[-1], df['c'].iloc[1], list(df.columns))")
+FRAME_SEEN = "{'source': 'sensor'} w None True None True 0 0.0 49999 b ['n', 't', 'x', 'c']\n"
+FRAME_CHANGES = {
+    "attrs": ("df.attrs['source'] = 'lab'",
+              "{'source': 'lab'} w None True None True 0 0.0 49999 b ['n', 't', 'x', 'c']\n"),
+    "a series' name": ("s.name = 'v'",
+                       "{'source': 'sensor'} v None True None True 0 0.0 49999 b ['n', 't', 'x', 'c']\n"),
+    "the index's name": ("df.index.name = 'when'",
+                         "{'source': 'sensor'} w when True None True 0 0.0 49999 b ['n', 't', 'x', 'c']\n"),
+    "the columns' name": ("df.columns.name = 'fields'",
+                          "{'source': 'sensor'} w None True fields True 0 0.0 49999 b ['n', 't', 'x', 'c']\n"),
+    "a flag": ("df.flags.allows_duplicate_labels = False",
+               "{'source': 'sensor'} w None True None False 0 0.0 49999 b ['n', 't', 'x', 'c']\n"),
+    "a number": ("df.loc[df.index[0], 'n'] = -1",
+                 "{'source': 'sensor'} w None True None True -1 0.0 49999 b ['n', 't', 'x', 'c']\n"),
+    "a string": ("df.loc[df.index[-1], 't'] = 'end'",
+                 "{'source': 'sensor'} w None True None True 0 0.0 end b ['n', 't', 'x', 'c']\n"),
+    "a category": ("df.loc[df.index[1], 'c'] = 'a'",
+                   "{'source': 'sensor'} w None True None True 0 0.0 49999 a ['n', 't', 'x', 'c']\n"),
+    "a series' value": ("s.iloc[0] = 9.0",
+                        "{'source': 'sensor'} w None True None True 0 9.0 49999 b ['n', 't', 'x', 'c']\n"),
+    "a column renamed": ("df.columns = ['n', 't', 'y', 'c']",
+                         "{'source': 'sensor'} w None True None True 0 0.0 49999 b ['n', 't', 'y', 'c']\n"),
+}
+
+
+@STATE_DIR
+def test_a_cell_that_only_reads_frames_stores_nothing_new(tmp_path, on_disk):
+    pytest.importorskip("pandas")
+    kernel = kernel_for(tmp_path, on_disk)
+    parent = ok(kernel, FRAMES)["state_name"]
+    assert kernel.describe(parent)["approx_bytes"] > 1_000_000
+    reader = stores_nothing_new(kernel, tmp_path, on_disk, parent,
+                                "print(len(df), df['t'].iloc[2], s['q'], df.attrs, idx[0])")
+    assert printed(kernel, FRAME_PROBE, reader) == FRAME_SEEN
+    kernel = check_changes(kernel, tmp_path, on_disk, reader, FRAME_PROBE, FRAME_SEEN,
+                           FRAME_CHANGES)
+    assert printed(kernel, FRAME_PROBE, parent) == FRAME_SEEN
+
+
+# ``helpers.Holder`` reduces to a call of itself with what it holds; ``q`` holds the list
+# ``h`` holds.
+HOLDER = ("from helpers import Holder\n"
+          "h = Holder([[i] for i in range(5000)], ('a', 1))\n"
+          "q = h.items")
+HOLDER_PROBE = "print(len(h.items), q is h.items, len(q), h.label, q[0] is h.items[0], q[0])"
+HOLDER_SEEN = "5000 True 5000 ('a', 1) True [0]\n"
+HOLDER_CHANGES = {
+    "an item added": ("h.items.append([1])", "5001 True 5001 ('a', 1) True [0]\n"),
+    # an equal list, but not the one q holds: they are two lists from now on
+    "its list replaced by an equal one": ("h.items = [list(item) for item in h.items]",
+                                          "5000 False 5000 ('a', 1) False [0]\n"),
+    "an item replaced by an equal one": ("h.items[0] = [0]\nq[0].append('q')",
+                                         "5000 True 5000 ('a', 1) True [0, 'q']\n"),
+    "its label": ("h.label = ('b', 1)", "5000 True 5000 ('b', 1) True [0]\n"),
+    "a label of an equal value": ("h.label = tuple(['a', 1])", HOLDER_SEEN),
+}
+
+
+@STATE_DIR
+def test_a_cell_that_only_reads_an_object_with_its_own_reduce_stores_nothing_new(tmp_path,
+                                                                                  on_disk):
+    kernel = kernel_for(tmp_path, on_disk)
+    parent = ok(kernel, HOLDER)["state_name"]
+    assert kernel.describe(parent)["approx_bytes"] > 5000 * 56
+    reader = stores_nothing_new(kernel, tmp_path, on_disk, parent, "print(len(h.items), h.label)")
+    assert printed(kernel, HOLDER_PROBE, reader) == HOLDER_SEEN
+    check_changes(kernel, tmp_path, on_disk, reader, HOLDER_PROBE, HOLDER_SEEN, HOLDER_CHANGES)
+
+
+def test_a_list_the_object_holds_replaced_by_an_equal_one_is_not_its_old_list(tmp_path):
+    """The stored object is not the one to keep when what it holds was replaced by an equal
+    container: a name still holding the old container must not see the object's writes."""
+    kernel = SnapshotKernel()
+    parent = ok(kernel, HOLDER)["state_name"]
+    child = ok(kernel, "h.items = [list(item) for item in h.items]", parent)["state_name"]
+    assert printed(kernel, "h.items.append(0)\nprint(len(q), len(h.items))", child) == "5000 5001\n"
