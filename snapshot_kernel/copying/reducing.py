@@ -67,6 +67,8 @@ class Reducing:
         theirs = rv[2] if len(rv) > 2 else None
         if _same_state(copied, theirs):
             return origin
+        if not _same_reduction(copied, state, theirs, _ANY):  # (spares most a second reduce)
+            return None
         again = _reduce(origin)  # (what the reduce makes each time differs between the two)
         if again is None or len(again) != len(rv):
             return None
@@ -84,11 +86,13 @@ class Reducing:
         origin = self.origins.get(id(obj))
         if type(origin) is not type(obj) or has_same_check(type(obj)):
             return None
-        theirs, again = _reduce(origin), _reduce(origin)
-        if (theirs is None or again is None or isinstance(theirs, str)
-                or any(part is not None for part in theirs[3:5])):  # (items to add back)
+        theirs = _reduce(origin)
+        if (theirs is None or isinstance(theirs, str)
+                or any(part is not None for part in theirs[3:5])  # (items to add back)
+                or not _same_reduction(copied, mine, theirs[:2], _ANY)):
             return None
-        if not _same_reduction(copied, mine, theirs[:2], again[:2]):
+        again = _reduce(origin)
+        if again is None or not _same_reduction(copied, mine, theirs[:2], again[:2]):
             return None
         return origin, theirs[2] if len(theirs) > 2 else None, again[2] if len(again) > 2 else None
 
@@ -175,6 +179,7 @@ def _reduce(obj):
 # Values whose copies are equal when they are the same; slices hold such values.
 _VALUES = frozenset({int, float, complex, str, bytes, bool, type(None)})
 _FRESH_CONTAINERS = frozenset({tuple, list, dict})
+_ANY = object()  # ``again`` not known yet: a first pass that takes any container as made anew
 
 
 def _same_reduction(copied, mine, theirs, again):
@@ -183,28 +188,34 @@ def _same_reduction(copied, mine, theirs, again):
     object (its copy came out as it), one ``mine`` also is (a class's own list both
     reduce to), an equal number or string, or a tuple, list or dict holding such parts
     that the origin's reduce made for the occasion: ``again``, the part from a second
-    reduce, is another object. A container the origin holds must be the very one: a
-    copy equal to it is a new object, and another name holding it would come apart."""
+    reduce, is another object (``_ANY``: not known yet, any container may be). A
+    container the origin holds must be the very one: a copy equal to it is a new object,
+    and another name holding it would come apart."""
     if copied is theirs or mine is theirs:
         return True
     kind = type(copied)
-    if kind is not type(theirs) or kind is not type(mine) or kind is not type(again):
+    if kind is not type(theirs) or kind is not type(mine):
+        return False
+    unknown = again is _ANY
+    if not unknown and kind is not type(again):
         return False
     if kind in _VALUES:
         return copied == theirs or copied != copied and theirs != theirs  # (NaN is NaN)
     if kind is slice:
         return all(_same_reduction(getattr(copied, part), getattr(mine, part),
-                                   getattr(theirs, part), getattr(again, part))
+                                   getattr(theirs, part), _ANY if unknown else getattr(again, part))
                    for part in ("start", "stop", "step"))
     if kind not in _FRESH_CONTAINERS or theirs is again:
         return False
-    if not len(copied) == len(mine) == len(theirs) == len(again):
+    if not len(copied) == len(mine) == len(theirs) or not unknown and len(again) != len(theirs):
         return False
+    agains = itertools.repeat(_ANY) if unknown else again
     if kind is dict:
+        again_values = agains if unknown else again.values()
         return all(_same_reduction(*keys) and _same_reduction(*values) for keys, values in
-                   zip(zip(copied, mine, theirs, again),
-                       zip(copied.values(), mine.values(), theirs.values(), again.values())))
-    return all(_same_reduction(*parts) for parts in zip(copied, mine, theirs, again))
+                   zip(zip(copied, mine, theirs, agains),
+                       zip(copied.values(), mine.values(), theirs.values(), again_values)))
+    return all(_same_reduction(*parts) for parts in zip(copied, mine, theirs, agains))
 
 
 def _set_state(new, state):
