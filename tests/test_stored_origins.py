@@ -143,3 +143,26 @@ def test_a_list_the_object_holds_replaced_by_an_equal_one_is_not_its_old_list(tm
     parent = ok(kernel, HOLDER)["state_name"]
     child = ok(kernel, "h.items = [list(item) for item in h.items]", parent)["state_name"]
     assert printed(kernel, "h.items.append(0)\nprint(len(q), len(h.items))", child) == "5000 5001\n"
+
+
+@STATE_DIR
+def test_a_stored_array_of_strings_copied_in_fast_is_still_copied_when_a_cell_writes_it(
+        tmp_path, on_disk):
+    """A stored object array of strings and numbers is known to hold only those (stored
+    arrays are never written), so copying it in skips reading its elements' types; a
+    cell's copy that then holds a list is not, and the list is copied for each state."""
+    pytest.importorskip("numpy")
+    kernel = kernel_for(tmp_path, on_disk)
+    words = ok(kernel, "import numpy as np\na = np.array(['x', 'y', 3], dtype=object)")["state_name"]
+    read = ok(kernel, "n = len(a)", words)["state_name"]
+    listed = ok(kernel, "a[0] = [1]", read)["state_name"]
+    ok(kernel, "a[0].append(2)\na[1] = 'z'", listed)
+    probe = "print(a.tolist())"
+    if on_disk:
+        kernel.shutdown()
+        kernel = SnapshotKernel(state_dir=str(tmp_path))
+        ok(kernel, "a[0].append(5)", listed)
+        ok(kernel, "a[0] = [9]\na[0].append(0)", read)
+    assert printed(kernel, probe, words) == "['x', 'y', 3]\n"
+    assert printed(kernel, probe, read) == "['x', 'y', 3]\n"
+    assert printed(kernel, probe, listed) == "[[1], 'y', 3]\n"

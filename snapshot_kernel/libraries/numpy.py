@@ -16,14 +16,15 @@ cells' classes nor tells the copier which names share them. Here:
 Subclasses (``np.matrix``, masked arrays, record arrays) take the generic path,
 but for a view: it is made again, as its own type, over the copy of the array
 that owns its memory, and its attributes (a masked array's mask, itself a view
-maybe) go through the copier. Views of object arrays cannot be rebuilt over
-memory (numpy refuses): they become arrays of their own holding the same
-(copied) elements.
+maybe) go through the copier. A view of an object array is made again over the
+copy of its array where numpy allows it (``OBJECT_VIEWS``), else it becomes an
+array of its own holding the same (copied) elements.
 """
 
 import collections
 import ctypes
 import itertools
+import weakref
 
 import numpy as np
 
@@ -248,6 +249,26 @@ def _copy_data(arr):
     return _with_flags(arr.copy(order="K"), arr)
 
 
+# Stored object arrays that hold only strings, numbers and other atomic values: id -> a
+# weak reference to the array. A stored array is never written, so this stays true while
+# it lives, and copying it in need not read each element's type again (19 ms a million,
+# of 27 for the copy).
+_ONLY_ATOMIC = {}
+
+
+def remember_only_atomic(arr):
+    """``arr``, a stored object array no code writes, holds only ``ATOMIC`` values."""
+    key = id(arr)
+    _ONLY_ATOMIC[key] = weakref.ref(arr, lambda _, key=key: _ONLY_ATOMIC.pop(key, None))
+
+
+def _only_atomic(arr, flat):
+    known = _ONLY_ATOMIC.get(id(arr))
+    if known is not None and known() is arr:
+        return True
+    return flat.size and type(flat[0]) in ATOMIC and set(map(type, flat)) <= ATOMIC
+
+
 def _copy_objects(copier, arr):
     if copier.storing and arr.base is None:
         # Holding its origin's very objects, it is its origin (1 ms a million, where
@@ -258,8 +279,10 @@ def _copy_objects(copier, arr):
     new = np.empty_like(arr, order="K")
     copier.memo[id(arr)] = new  # before the elements: one may refer back to the array
     source, target = _flat(arr), _flat(new)
-    if source.size and type(source[0]) in ATOMIC and set(map(type, source)) <= ATOMIC:
+    if _only_atomic(arr, source):
         target[...] = source  # strings and numbers, shared as the loop shares them: 3x faster
+        if copier.storing:
+            remember_only_atomic(new)
         return _finish_objects(arr, new)
     attempt = copier.attempt
     # The elements are values of their own: arrays among them keep their views.

@@ -25,10 +25,20 @@ def reduce_array(arr):
         return NotImplemented
     flat = arr.ravel(order="K")  # (no copy: contiguous) in memory order
     if arr.size and type(flat[0]) in PLAIN and set(map(type, flat)) <= PLAIN:
-        return pickle.loads, (pickle.dumps(arr, protocol=5),)
+        return _load_plain, (pickle.dumps(arr, protocol=5),)
     order = "C" if arr.flags.c_contiguous else "F"
     return (_empty_objects, (arr.shape, order), (flat.tolist(), arr.flags.writeable),
             None, None, _fill_objects)
+
+
+def _load_plain(data):
+    """An array of strings and numbers only, as ``reduce_array`` saved it (states saved
+    before this function was named hold ``pickle.loads``, which loads them as well): known
+    to hold only such values, so copying it in need not read their types again."""
+    from ..libraries.numpy import remember_only_atomic
+    arr = pickle.loads(data)
+    remember_only_atomic(arr)
+    return arr
 
 
 def _empty_objects(shape, order):
