@@ -106,6 +106,37 @@ def test_a_cell_that_only_reads_frames_stores_nothing_new(tmp_path, on_disk):
     assert printed(kernel, FRAME_PROBE, parent) == FRAME_SEEN
 
 
+GROUPED = ("import numpy as np, pandas as pd\n"
+           "df = pd.DataFrame({'c': pd.Categorical(['a', 'b', 'c'] * 20_000),\n"
+           "                   'h': np.arange(60_000) % 24, 'v': np.arange(60_000.0)})\n"
+           "g = df.groupby(['c', 'h'], observed=True).v.sum()\n"
+           "levels = g.index.levels")
+GROUPED_PROBE = ("print(list(g.index.names), g.iloc[1], [str(key) for key in g.index[1]], len(g),\n"
+                 "      levels[1][:2].tolist())")
+GROUPED_SEEN = "['c', 'h'] 74977500.0 ['a', '3'] 24 [0, 1]\n"
+GROUPED_CHANGES = {
+    "its names, in place": ("g.index.names = ['kind', 'hour']",
+                            "['kind', 'hour'] 74977500.0 ['a', '3'] 24 [0, 1]\n"),
+    "a value": ("g.iloc[1] = -1.0", "['c', 'h'] -1.0 ['a', '3'] 24 [0, 1]\n"),
+    "a level": ("g.index = g.index.set_levels([hour * 10 for hour in range(24)], level=1)",
+                "['c', 'h'] 74977500.0 ['a', '30'] 24 [0, 1]\n"),
+}
+
+
+@STATE_DIR
+def test_a_cell_that_only_reads_a_grouped_series_stores_nothing_new(tmp_path, on_disk):
+    """A MultiIndex's constructor makes each level a new Index over the values it is
+    given: its copy is its origin if the levels hold the origin's values."""
+    pytest.importorskip("pandas")
+    kernel = kernel_for(tmp_path, on_disk)
+    parent = ok(kernel, GROUPED)["state_name"]
+    reader = stores_nothing_new(kernel, tmp_path, on_disk, parent,
+                                "print(g.loc[('b', 4)], g.index.nlevels)")
+    assert printed(kernel, GROUPED_PROBE, reader) == GROUPED_SEEN
+    check_changes(kernel, tmp_path, on_disk, reader, GROUPED_PROBE, GROUPED_SEEN,
+                  GROUPED_CHANGES)
+
+
 # ``helpers.Holder`` reduces to a call of itself with what it holds; ``q`` holds the list
 # ``h`` holds.
 HOLDER = ("from helpers import Holder\n"

@@ -99,6 +99,41 @@ def _uncached(array):
             if key != "_cache"}
 
 
+def same_multi_index(new, origin):
+    """True if the MultiIndex ``new`` (a copy just built) is what ``origin`` is: its levels
+    hold the origin's levels' values (its constructor makes each level a new Index over
+    them), its codes are equal (pandas makes them read-only copies), and its names and
+    sort order are the same."""
+    if (len(new.levels) != len(origin.levels) or list(new.names) != list(origin.names)
+            or new.sortorder != origin.sortorder):
+        return False
+    return (all(_same_index_values(a, b) for a, b in zip(new._levels, origin._levels))
+            and all(a.dtype == b.dtype and np.array_equal(a, b)
+                    for a, b in zip(new._codes, origin._codes)))
+
+
+def same_categorical_index(new, origin):
+    """True if the CategoricalIndex ``new`` (a copy just built) is what ``origin`` is: its
+    constructor makes a new Categorical of the one it is given, so its values are
+    compared (an Index is not written in place)."""
+    return _same_index_values(new, origin)
+
+
+def _same_index_values(a, b):
+    """An Index over the same values as ``b``: its array itself, or for categories, equal
+    codes over equal categories in the same order."""
+    if type(a) is not type(b) or not (a.name is b.name or _same_value(a.name, b.name)):
+        return False
+    if a._data is b._data:
+        return True
+    if not isinstance(a, pd.CategoricalIndex):
+        return False
+    x, y = a._data, b._data
+    return (type(x) is type(y) and x.ordered == y.ordered
+            and x.categories.dtype == y.categories.dtype and x.categories.equals(y.categories)
+            and x._ndarray.dtype == y._ndarray.dtype and np.array_equal(x._ndarray, y._ndarray))
+
+
 def _backed_array_types():
     try:
         from pandas.core.arrays._mixins import NDArrayBackedExtensionArray
@@ -175,6 +210,8 @@ for _cls in (pd.DataFrame, pd.Series):
     register_same(_cls, same_frame)
 for _cls in _backed_array_types():
     register_same(_cls, same_backed_array)
+register_same(pd.MultiIndex, same_multi_index)
+register_same(pd.CategoricalIndex, same_categorical_index)
 for _cls in (pd.DataFrame, pd.Series, pd.Index):
     register_comparer(_cls, equal_frames, subclasses=True)
 for _immutable in (pd.Timestamp, pd.Timedelta, pd.Period, pd.Interval, type(pd.NaT), type(pd.NA)):
