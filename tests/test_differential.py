@@ -96,11 +96,15 @@ LOOKUPS        return values
                     + " writeable=" + str(obj.flags.writeable) + " [" + joined(items) + "]")
         if kind.__name__ in ("DataFrame", "Series"):
             columns = obj.items() if kind.__name__ == "DataFrame" else [(obj.name, obj)]
-            return (kind.__name__ + " index=" + render(obj.index) + " " + ", ".join(
+            extra = (" columns=" + render(obj.columns)) if kind.__name__ == "DataFrame" else ""
+            return (kind.__name__ + " index=" + render(obj.index) + extra
+                    + " attrs=" + str(obj.attrs)
+                    + " duplicates=" + str(obj.flags.allows_duplicate_labels) + " " + ", ".join(
                 str(name) + ":" + str(column.dtype) + "[" + joined(column.tolist()) + "]"
                 for name, column in columns))
-        if kind.__name__ in ("Index", "RangeIndex"):
-            return "Index " + str(obj.tolist()) + " names=" + str(list(obj.names))
+        if kind.__module__.startswith("pandas") and kind.__name__.endswith("Index"):
+            return (kind.__name__ + " " + str(obj.dtype) + " " + str(obj.tolist())
+                    + " names=" + str(list(obj.names)))
         if hasattr(obj, "__dict__"):
             return "instance of " + render(kind) + " " + render(vars(obj))
         return "<" + kind.__name__ + ">"
@@ -466,14 +470,15 @@ class CellWriter:
 
 
 class DataCellWriter(CellWriter):
-    """Also writes cells with numpy arrays (views, object arrays) and pandas objects
-    (object columns, shared indexes). Views of object arrays are left out: docs/promises.md
-    says they become arrays of their own."""
+    """Also writes cells with numpy arrays (views, object arrays and their views) and pandas
+    objects (object, category, string and date columns, shared indexes, grouped results
+    with a MultiIndex, and what a frame holds besides its values changed in place)."""
 
     def __init__(self, rng):
         super().__init__(rng)
         self.templates += [(4, self.array), (3, self.view), (5, self.array_write),
-                           (3, self.frame), (4, self.frame_write), (2, self.share_index)]
+                           (3, self.frame), (4, self.frame_write), (2, self.share_index),
+                           (3, self.frame_meta), (2, self.typed_column), (2, self.grouped)]
 
     def of_type(self, namespace, name):
         return self.defined(namespace, DATA, lambda value: type(value).__name__ == name)
@@ -532,9 +537,58 @@ class DataCellWriter(CellWriter):
             return None
         forms = [f"{target}.loc[0, 'a'] = {self.num()}", f"{target}['b'] = {self.num()}",
                  f"{target}.at[1, 'o'] = {self.plain_atom(namespace)}"]
-        if isinstance(namespace[target]["o"].iloc[0], list):
+        frame = namespace[target]
+        if "o" in frame.columns and len(frame) and isinstance(frame["o"].iloc[0], list):
             forms.append(f"{target}['o'].iloc[0].append({self.num()})")
         return self.rng.choice(forms)
+
+    def frame_meta(self, namespace):
+        """What a frame or series holds besides its values, changed in place: a frame a
+        cell only read is its stored object, so a change the store misses would be lost."""
+        target = self.pick(self.of_type(namespace, "DataFrame") + self.of_type(namespace, "Series"))
+        if target is None:
+            return None
+        n = self.num()
+        forms = [f"{target}.attrs['k'] = {n}", f"{target}.index.name = 'i{n}'",
+                 f"{target}.flags.allows_duplicate_labels = False"]
+        if type(namespace[target]).__name__ == "DataFrame":
+            forms += [f"{target}.columns.name = 'c{n}'",
+                      f"{target}.columns = [str(c) + '{n}' for c in {target}.columns]"]
+        else:
+            forms += [f"{target}.name = 's{n}'"]
+        index = namespace[target].index
+        if type(index).__name__ == "MultiIndex":
+            forms += [f"{target}.index.names = ['m{n}'] * {index.nlevels}"]
+        return self.rng.choice(forms)
+
+    def typed_column(self, namespace):
+        """A column of categories, strings or dates, new or written."""
+        target = self.pick(self.of_type(namespace, "DataFrame"))
+        if target is None:
+            return None
+        n = self.num()
+        column = self.rng.choice(["k", "s", "t"])
+        return self.rng.choice([
+            f"import pandas as pd\n{target}['k'] = pd.Categorical(['x', 'y'] * (len({target}) // 2) + ['x'] * (len({target}) % 2))",
+            f"import pandas as pd\n{target}['s'] = pd.array([str(i + {n}) for i in range(len({target}))], dtype='string')",
+            f"import pandas as pd\n{target}['t'] = pd.date_range('2020', periods=len({target}), freq='D')",
+            f"{target}.loc[{target}.index[0], '{column}'] = {target}['{column}'].iloc[-1]",
+        ])
+
+    def grouped(self, namespace):
+        """A grouped result (a MultiIndex, a categorical one), or the frame it came from
+        indexed by two of its columns."""
+        source = self.pick([name for name in self.of_type(namespace, "DataFrame")
+                            if "a" in namespace[name].columns and len(namespace[name].columns) > 1])
+        if source is None:
+            return None
+        x = self.rng.choice(DATA)
+        other = self.rng.choice([c for c in namespace[source].columns if c != "a"])
+        return self.rng.choice([
+            f"{x} = {source}.groupby(['a', {other!r}]).size()",
+            f"{x} = {source}.set_index(['a', {other!r}])",
+            f"{x} = {source}.groupby({other!r}, observed=True).size()",
+        ])
 
     def share_index(self, namespace):
         source = self.pick(self.of_type(namespace, "DataFrame") + self.of_type(namespace, "Series"))
