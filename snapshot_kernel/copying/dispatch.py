@@ -107,6 +107,15 @@ def _same_dict(new, origin):
 _SAME = {list: _same_sequence, tuple: _same_sequence, dict: _same_dict}
 
 
+# Values whose copies are equal when they are the same: a same-check compares them with ==.
+VALUES = frozenset({int, float, complex, str, bytes, bool, type(None)})
+
+
+def equal_values(a, b):
+    """``a == b`` for two ``VALUES`` of one type, NaN equal to NaN."""
+    return a == b or a != a and b != b
+
+
 def has_same_check(cls):
     """True if ``cls`` has a check of its own (``register_same``)."""
     return cls in _SAME

@@ -6,7 +6,7 @@ import itertools
 import sys
 
 from . import deepcopy_hook
-from .dispatch import has_same_check, same_contents
+from .dispatch import VALUES, equal_values, has_same_check, same_contents
 
 
 class Reducing:
@@ -176,8 +176,6 @@ def _reduce(obj):
         return None
 
 
-# Values whose copies are equal when they are the same; slices hold such values.
-_VALUES = frozenset({int, float, complex, str, bytes, bool, type(None)})
 _FRESH_CONTAINERS = frozenset({tuple, list, dict})
 _ANY = object()  # ``again`` not known yet: a first pass that takes any container as made anew
 
@@ -199,8 +197,8 @@ def _same_reduction(copied, mine, theirs, again):
     unknown = again is _ANY
     if not unknown and kind is not type(again):
         return False
-    if kind in _VALUES:
-        return copied == theirs or copied != copied and theirs != theirs  # (NaN is NaN)
+    if kind in VALUES:
+        return equal_values(copied, theirs)
     if kind is slice:
         return all(_same_reduction(getattr(copied, part), getattr(mine, part),
                                    getattr(theirs, part), _ANY if unknown else getattr(again, part))

@@ -27,7 +27,7 @@ from pandas.core.internals.managers import BaseBlockManager, BlockManager, Singl
 
 import numpy as np
 
-from ..copying.dispatch import register, register_same
+from ..copying.dispatch import VALUES, equal_values, register, register_same
 from ..copying.covariables import count_shallow
 from ..values import register_comparer
 
@@ -152,19 +152,16 @@ def _same_value(a, b):
     holding the same objects or such values (a frame's attrs, flags, metadata names)."""
     if type(a) is not type(b):
         return False
-    if type(a) in _VALUES:
-        return a == b or a != a and b != b  # (NaN is NaN)
+    if type(a) in VALUES:
+        return equal_values(a, b)
     if type(a) is list:
-        return len(a) == len(b) and all(x is y or type(x) in _VALUES and _same_value(x, y)
+        return len(a) == len(b) and all(x is y or type(x) in VALUES and _same_value(x, y)
                                         for x, y in zip(a, b))
     if type(a) is dict:
         return list(a) == list(b) and all(
-            a[key] is b[key] or type(a[key]) in _VALUES and _same_value(a[key], b[key])
+            a[key] is b[key] or type(a[key]) in VALUES and _same_value(a[key], b[key])
             for key in a)
     return False
-
-
-_VALUES = frozenset({int, float, complex, str, bytes, bool, type(None)})
 
 
 def _same_block(new, origin):
