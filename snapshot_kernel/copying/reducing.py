@@ -172,7 +172,7 @@ def _reduce(obj):
     reducer = copyreg.dispatch_table.get(type(obj))
     try:
         return reducer(obj) if reducer is not None else obj.__reduce_ex__(4)
-    except Exception:
+    except Exception:  # user code (a library's __getstate__) on a stored object
         return None
 
 
