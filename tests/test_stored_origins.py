@@ -67,28 +67,29 @@ FRAMES = ("import numpy as np, pandas as pd\n"
 FRAME_PROBE = ("print(df.attrs, s.name, df.index.name, idx is df.index, df.columns.name,\n"
                "      df.flags.allows_duplicate_labels, df['n'].iloc[0], s.iloc[0],\n"
                "      df['t'].iloc[-1], df['c'].iloc[1], list(df.columns))")
-FRAME_SEEN = "{'source': 'sensor'} w None True None True 0 0.0 49999 b ['n', 't', 'x', 'c']\n"
+
+
+def frame_line(attrs="{'source': 'sensor'}", name="w", index="None", columns_name="None",
+               duplicates="True", n="0", s="0.0", t="49999", c="b",
+               columns="['n', 't', 'x', 'c']"):
+    """What ``FRAME_PROBE`` prints, with the fields a change gives."""
+    return (f"{attrs} {name} {index} True {columns_name} {duplicates} {n} {s} {t} {c} "
+            f"{columns}\n")
+
+
+FRAME_SEEN = frame_line()
 FRAME_CHANGES = {
-    "attrs": ("df.attrs['source'] = 'lab'",
-              "{'source': 'lab'} w None True None True 0 0.0 49999 b ['n', 't', 'x', 'c']\n"),
-    "a series' name": ("s.name = 'v'",
-                       "{'source': 'sensor'} v None True None True 0 0.0 49999 b ['n', 't', 'x', 'c']\n"),
-    "the index's name": ("df.index.name = 'when'",
-                         "{'source': 'sensor'} w when True None True 0 0.0 49999 b ['n', 't', 'x', 'c']\n"),
-    "the columns' name": ("df.columns.name = 'fields'",
-                          "{'source': 'sensor'} w None True fields True 0 0.0 49999 b ['n', 't', 'x', 'c']\n"),
-    "a flag": ("df.flags.allows_duplicate_labels = False",
-               "{'source': 'sensor'} w None True None False 0 0.0 49999 b ['n', 't', 'x', 'c']\n"),
-    "a number": ("df.loc[df.index[0], 'n'] = -1",
-                 "{'source': 'sensor'} w None True None True -1 0.0 49999 b ['n', 't', 'x', 'c']\n"),
-    "a string": ("df.loc[df.index[-1], 't'] = 'end'",
-                 "{'source': 'sensor'} w None True None True 0 0.0 end b ['n', 't', 'x', 'c']\n"),
-    "a category": ("df.loc[df.index[1], 'c'] = 'a'",
-                   "{'source': 'sensor'} w None True None True 0 0.0 49999 a ['n', 't', 'x', 'c']\n"),
-    "a series' value": ("s.iloc[0] = 9.0",
-                        "{'source': 'sensor'} w None True None True 0 9.0 49999 b ['n', 't', 'x', 'c']\n"),
+    "attrs": ("df.attrs['source'] = 'lab'", frame_line(attrs="{'source': 'lab'}")),
+    "a series' name": ("s.name = 'v'", frame_line(name="v")),
+    "the index's name": ("df.index.name = 'when'", frame_line(index="when")),
+    "the columns' name": ("df.columns.name = 'fields'", frame_line(columns_name="fields")),
+    "a flag": ("df.flags.allows_duplicate_labels = False", frame_line(duplicates="False")),
+    "a number": ("df.loc[df.index[0], 'n'] = -1", frame_line(n="-1")),
+    "a string": ("df.loc[df.index[-1], 't'] = 'end'", frame_line(t="end")),
+    "a category": ("df.loc[df.index[1], 'c'] = 'a'", frame_line(c="a")),
+    "a series' value": ("s.iloc[0] = 9.0", frame_line(s="9.0")),
     "a column renamed": ("df.columns = ['n', 't', 'y', 'c']",
-                         "{'source': 'sensor'} w None True None True 0 0.0 49999 b ['n', 't', 'y', 'c']\n"),
+                         frame_line(columns="['n', 't', 'y', 'c']")),
 }
 
 
