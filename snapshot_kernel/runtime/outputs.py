@@ -36,9 +36,8 @@ class Capture:
     ``fast_stdout``, the stream the cell's own thread prints to, which runs no
     Python code per write. Every method here first drains ``pending`` under
     the lock; only the holder of the lock removes from it, only what it read.
-    Writers drain it every ``PENDING_ITEMS`` writes (a fast stdout past ``THROTTLE``
-    items), and the drainer thread every ``DRAIN_EVERY`` s while a fast stdout is
-    open, so what waits stays small.
+    Writers drain it every ``PENDING_ITEMS`` writes, and the drainer thread every
+    ``DRAIN_EVERY`` s while a fast stdout is open, so what waits stays small.
     """
 
     def __init__(self, limit=None, image_limit=None, full_limit=DEFAULT_FULL_LIMIT):
@@ -62,7 +61,7 @@ class Capture:
         """A text stream whose writes go to ``PLAIN`` without running Python code:
         for the cell's own thread. After ``close`` it writes to ``sys.stdout``."""
         if self._fast is None:
-            self._fast = io.TextIOWrapper(_Sink(self._put_fast), encoding="utf-8",
+            self._fast = io.TextIOWrapper(_Sink(self.pending.append), encoding="utf-8",
                                           errors="surrogatepass", newline="")
             _drainer.add(self)
         return self._fast
@@ -78,24 +77,21 @@ class Capture:
             fast.buffer.write = _to_stdout
 
     def drain_round(self):
-        """The drainer's turn."""
+        """The drainer's turn: drain, and make the cell sort in its own prints while
+        ``pending`` fills faster than the drainer empties it (disk speed, for the full
+        text): prints then wait for their output to be kept, as without a fast stdout."""
+        with self._lock:
+            if self._fast is not None:
+                self._fast.buffer.write = (self._put_sorted if len(self.pending) >= THROTTLE
+                                           else self.pending.append)
         self.drain()
 
-    def _put_fast(self, data):
-        """``fast_stdout``'s sink, called by its TextIOWrapper once per 8 KB it buffered
-        (not per print). Past ``THROTTLE`` items waiting, the pending writes are sorted in
-        here, in the cell's thread: a cell printing faster than the drainer empties
-        ``pending`` (disk speed, for the full text; a drainer thread left without the CPU)
-        then waits for its output to be kept, as without a fast stdout, so what waits
-        stays under 1 MB whatever the drainer's turns. It was the drainer that switched a
-        fast printer to sorting its own, so a starved drainer let 17 MB pile up. An
-        interrupt may reach the cell's thread here: what it appended is sorted in at the
-        next drain."""
-        pending = self.pending
-        pending.append(data)
-        if len(pending) >= THROTTLE:
-            with self._lock:
-                self._drain()
+    def _put_sorted(self, data):
+        """``fast_stdout``'s sink while throttled: runs in the cell's thread, which an
+        interrupt may reach here; what it appended is sorted in at the next drain."""
+        self.pending.append(data)
+        with self._lock:
+            self._drain()
 
     def write(self, name, text):
         """Add ``text`` to stream ``name``."""
@@ -296,9 +292,9 @@ def _joined(items):
 
 
 class _Sink:
-    """The binary buffer under ``Capture.fast_stdout``: its ``write`` is the function it is
-    given (``Capture._put_fast``), which the TextIOWrapper calls once per 8 KB, so a
-    print runs no Python code, and ordered writes of several threads stay in order."""
+    """The binary buffer under ``Capture.fast_stdout``: its ``write`` is the C function
+    it is given (``list.append``), so a print runs no Python code, and ordered writes
+    of several threads stay in order."""
 
     closed = False
 
