@@ -4,7 +4,9 @@ Kernel-level tests, no HTTP: each one runs cells the way a user would and
 checks what the user sees.
 """
 
+import contextlib
 import gc
+import io
 import os
 import re
 import sys
@@ -426,6 +428,51 @@ def test_a_container_holding_something_uncopyable_still_isolates_the_rest(kernel
     parent = branch(kernel, "import threading\nholder = {'lock': threading.Lock(), 'data': [1]}")
     ok(kernel, "holder['data'].append(2)", parent)
     assert printed(kernel, "print(holder['data'])", parent) == "[1]\n"
+
+
+# An object shared whole (it holds a generator or a lock), and a name holding one of its parts.
+HOLDER = "import threading\nclass C:\n    pass\n"
+PARTS = {
+    "a name bound after": (HOLDER + "c = C()\nc.gen = (i for i in range(3))\n"
+                           "c.data = [[1]]\nalias = c.data", "c.data"),
+    "a name bound before": (HOLDER + "alias = [[1]]\nc = C()\nc.lock = threading.Lock()\n"
+                            "c.data = alias", "c.data"),
+    "a part of a part": (HOLDER + "c = C()\nc.gen = (i for i in range(3))\n"
+                         "c.data = [[1]]\nalias = c.data[0]", "c.data[0]"),
+    "in a list of its own": (HOLDER + "c = C()\nc.gen = (i for i in range(3))\n"
+                             "c.data = [[1]]\nbox = [c.data]\nalias = box[0]", "c.data"),
+}
+
+
+def plain_python(*cells):
+    """What the cells print run one after another in one namespace, as one process would."""
+    namespace, shown = {"__name__": "__main__"}, []
+    for code in cells:
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            exec(compile(code, "<cell>", "exec"), namespace)
+        shown.append(out.getvalue())
+    return shown
+
+
+@pytest.mark.parametrize("setup, part", PARTS.values(), ids=PARTS.keys())
+def test_a_name_holding_a_part_of_a_value_shared_whole_is_that_part(kernel, setup, part):
+    same = f"print(alias is {part})"
+    write = "alias.append(5)"  # a cell that names only the part
+    show = f"print({part}, alias is {part})"
+    parent = branch(kernel, setup)
+    child = ok(kernel, write, parent)["state_name"]
+    got = ["", printed(kernel, same, parent), "", printed(kernel, show, child)]
+    assert got == plain_python(setup, same, write, show)
+    assert "'c'" in kernel.describe(parent)["shared"]["alias"]
+
+
+def test_a_cells_function_a_value_shared_whole_holds_reads_the_globals_of_its_state(kernel):
+    # The exception to the test above: bound to a name, the function is that name's own copy
+    # (reading the running state's globals), not the shared value's (reading its first).
+    parent = branch(kernel, HOLDER + "x = 1\ndef f():\n    return x\n"
+                            "c = C()\nc.lock = threading.Lock()\nc.f = f")
+    child = ok(kernel, "x = 2", parent)["state_name"]
+    assert printed(kernel, "print(f(), c.f())", child) == "2 1\n"
 
 
 def test_describe_lists_variables_without_dunders(kernel):

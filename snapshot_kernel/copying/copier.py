@@ -23,8 +23,9 @@ and in addition
 * shares by reference what it cannot copy: modules always, and any value whose
   copy fails (locks, generators, open files, threads). A failure is contained
   at the nearest top-level name, class attribute or element of a list, dict or
-  tuple; the reason is recorded under the top-level name. Lack of memory is
-  not a reason to share: MemoryError propagates and fails the cell.
+  tuple; the reason is recorded under the top-level name, and a part of a value
+  shared whole that another name holds is shared too (``sharing.py``). Lack of
+  memory is not a reason to share: MemoryError propagates and fails the cell.
 """
 
 import gc
@@ -36,9 +37,11 @@ import types
 import weakref
 
 from . import handlers, iterators  # noqa: F401 (each registers its handlers)
-from .dispatch import ATOMIC, UNPINNED, Pending, Uncopyable, handler_for, same_contents
+from .dispatch import (ATOMIC, UNPINNED, ChangedWhileCopied, Pending, Uncopyable, handler_for,
+                       same_contents)
 from .covariables import CoVariables
 from .reducing import Reducing
+from .sharing import Sharing
 
 # These deep-copy "successfully" into something that no longer works.
 _LIVE_TYPES = (threading.Thread,)
@@ -99,7 +102,24 @@ def collector_off(function, *args):
 
 
 def _copy_names(source, names, target, make, track):
-    """``copy_names``, with the collector off; ``make()`` gives the copier."""
+    """``copy_names``, with the collector off; ``make()`` gives the copier. If a value
+    it shared whole holds a part that another name reached and got a copy of, it copies
+    everything again, that part shared too (``Copier.parts_to_share``)."""
+    copier = _copy_each(source, names, target, make, track)
+    if copier is _NOTHING_COPIED:
+        return copier
+    copier.calls.append((source, tuple(names), target))
+    if copier.shared_whole and copier.copied_anything():
+        parts = copier.parts_to_share()
+        if parts:
+            copier.restart(parts)
+            for source, names, target in copier.calls:
+                _copy_each(source, names, target, lambda: copier, track)
+    return copier
+
+
+def _copy_each(source, names, target, make, track):
+    """Copy each of ``names`` with the copier ``make()`` gives (made when first needed)."""
     copier = None  # made on the first value that needs one: most cells touch none
     for name in names:
         value = source[name]
@@ -161,10 +181,6 @@ class _NothingCopied:
 _NOTHING_COPIED = _NothingCopied()
 
 
-class ChangedWhileCopied(RuntimeError):
-    """Another thread changed a value while it was being copied."""
-
-
 class Memo(dict):
     """The memo: id of an original -> its copy. ``get`` is what ``copy.deepcopy``
     calls from foreign ``__deepcopy__`` methods; it reports the hit, so names
@@ -182,11 +198,13 @@ class Memo(dict):
         return value
 
 
-class Copier(Reducing):
+class Copier(Reducing, Sharing):
     MISS = _MISS  # what ``lookup`` returns for an object that needs copying
 
     def __init__(self, target, aliases=(), track=False, replace=(), origins=None,
                  buffers=None, seed=None):
+        self.arguments = (target, aliases, track, replace, origins, buffers, seed)
+        self.calls = []  # (source, names, target) of each copy made with it, for ``restart``
         self.target = target
         self.aliases = {id(namespace) for namespace in aliases}
         self.memo = Memo(self)
@@ -203,6 +221,9 @@ class Copier(Reducing):
         self.buffers = buffers
         self.shared = {}
         self.shared_reasons = {}
+        self.shared_whole = {}  # id -> (value, the name copied) of values shared whole
+        self.shared_parts = {}  # id -> (name, reason): parts of those shared too (``restart``)
+        self.lenient = False  # share any part that fails alone, even inside an object
         self.codes = []  # code of every function rebound: it may need more names
         self.label = None
         self.inside_object = 0  # > 0 while copying an object's reduce args and state
@@ -210,6 +231,7 @@ class Copier(Reducing):
         self.detach_arrays = 0  # > 0 inside pandas' block managers: see libraries/pandas.py
         self.made_classes = set()  # ids of the classes this copy made
         self.covariables = CoVariables() if track else None
+        self.memo_from_arguments = len(self.memo)
 
     @property
     def storing(self):
@@ -262,7 +284,7 @@ class Copier(Reducing):
         try:
             work = self._start(obj)
         except Uncopyable as exc:
-            if self.inside_object:
+            if self.inside_object and not self.lenient:
                 raise
             return self.share(obj, exc, begun)
         finally:
@@ -282,6 +304,8 @@ class Copier(Reducing):
         """Bookkeeping for a memo hit: sharing is contagious, and names reaching it group."""
         if key in self.shared_reasons:
             self._note_shared(self.shared_reasons[key])
+        elif self.shared_parts and key in self.shared_parts:
+            self.hit_part(key)
         elif self.covariables is not None:
             self.covariables.reached(key, self.label)
 
@@ -357,7 +381,7 @@ class Copier(Reducing):
 
     def _failed(self, parent, part, error, mark):
         """``(value, error)`` to resume ``parent`` with after ``part`` failed."""
-        if self.inside_object or not isinstance(parent, _CONTAINERS):
+        if not self.lenient and (self.inside_object or not isinstance(parent, _CONTAINERS)):
             return None, error
         return self.share(part, error, mark), None
 
@@ -398,18 +422,6 @@ class Copier(Reducing):
                 self.covariables.copied(key, new, self.label, fresh)
         memo[key] = new
         return new
-
-    def share(self, value, exc, mark):
-        """Share ``value`` instead of copying it, forgetting the copies made since ``mark``."""
-        self._rollback(mark)
-        self.shared_reasons[id(value)] = str(exc)
-        self.memo[id(value)] = value
-        self.keep_alive.append(value)
-        self._note_shared(str(exc))
-        return value
-
-    def _note_shared(self, reason):
-        self.shared.setdefault(self.label, reason)
 
     def _rollback(self, mark):
         """Forget every copy made since the memo had ``mark`` entries."""

@@ -26,6 +26,18 @@ class Uncopyable(Exception):
     """A value could not be deep-copied."""
 
 
+class ChangedWhileCopied(RuntimeError):
+    """Another thread changed a value while it was being copied."""
+
+
+class PartShared(str):
+    """Why a name is listed under ``shared`` when it holds a part of a value shared whole
+    (``alias = obj.items``, ``obj`` holding a generator): it must be copied with that value
+    to be the part itself (``states.storage``)."""
+
+    __slots__ = ()
+
+
 class Pending:
     """An element whose copy has begun and needs the walk: yield it."""
 

@@ -39,6 +39,8 @@ except ImportError:  # numpy 1
 
 
 def copy_ndarray(copier, arr):
+    if copier.lenient and not arr.dtype.hasobject:  # finding parts: its data holds none
+        return _found(arr)
     if arr.dtype.hasobject:
         if arr.dtype.fields is not None:  # structured with object fields: as pickle does
             return copier.reduce_copy(arr)
@@ -63,6 +65,15 @@ def copy_ndarray(copier, arr):
         if type(origin) is np.ndarray and same_array(arr, origin):
             return origin
     return _copy_data(arr)
+
+
+def _found(arr):
+    """For a copy that only finds the objects a value reaches (``Copier.parts_to_share``):
+    an array of numbers is itself, and the array it views is reached too."""
+    root = _root(arr)
+    if root is not arr:
+        yield root
+    return arr
 
 
 def copy_subclass(copier, arr):

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from typing import Optional
 
 from ..copying.copier import copy_more, copy_names
-from ..copying.dispatch import ATOMIC
+from ..copying.dispatch import ATOMIC, PartShared
 from ..copying.stored import STORED_GLOBALS, reading
 from ..copying.covariables import sizeof
 from ..runtime.places import ABSENT
@@ -326,7 +326,9 @@ class Working:
                 continue
             todo[name] = value
             self._pin_rest(name, entry.group, todo)
-            if closure:
+            # A name holding a part of a value shared whole (``alias = obj.items``) is that
+            # part only if copied with the value: its group goes in whole.
+            if closure or isinstance(entry.shared, PartShared):
                 queue.extend(entry.group.names)
         if not todo:
             return None, ()
