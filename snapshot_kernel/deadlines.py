@@ -92,8 +92,9 @@ class Deadlines:
         so a kernel nobody uses any more is freed, and its supervisor ends."""
         if not self._supervising:
             self._supervising = True
-            self._supervisor = threading.Thread(target=_supervise, args=(weakref.ref(self),),
-                                                daemon=True, name="snapshot-kernel supervisor")
+            self._supervisor = threading.Thread(
+                target=_supervise, args=(weakref.ref(self), self._wake_supervisor),
+                daemon=True, name="snapshot-kernel supervisor")
             self._supervisor.start()
 
     def _check_locked(self, run, now):
@@ -129,14 +130,16 @@ class Deadlines:
                              name=f"snapshot-kernel reply for {run.exec_id}").start()
 
 
-def _supervise(kernel_ref):
+def _supervise(kernel_ref, wake):
     """The supervisor thread: interrupt cells at their deadline, give up on those that do
     not stop in time. Ends once nothing has run for ``IDLE_END`` s, or the kernel is
-    closed or gone; ``_begin`` starts it again."""
+    closed or gone; ``_begin`` starts it again. ``wake`` (set by ``close``) cuts its wait
+    short, so that a shutdown does not wait for its next check."""
     idle_since = time.monotonic()
     poll = POLL
     while True:
-        time.sleep(poll)
+        if wake.wait(poll):
+            wake.clear()
         kernel = kernel_ref()
         if kernel is None:
             return

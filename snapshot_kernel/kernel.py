@@ -112,6 +112,7 @@ class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Fol
         self._generation = 0
         self._closed = False
         self._supervising = False
+        self._wake_supervisor = threading.Event()  # set by ``close``: see ``_supervise``
         self._auto_names = itertools.count(1)
         self._journal = journal
         ended = self._open_store() if self._store is not None else []
@@ -288,6 +289,7 @@ class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Fol
                 if not run.done.is_set():
                     self._abandon_locked(run, kernel_error(
                         "KernelShutdown", "the server is shutting down; nothing was stored"))
+        self._wake_supervisor.set()
 
     def shutdown(self, grace=None):
         """``close``, then wait up to ``grace`` seconds (default: the kernel's) for the
