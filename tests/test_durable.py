@@ -119,6 +119,25 @@ def test_what_cannot_be_saved_is_reported_and_fails_clearly_after_a_restart(stat
     assert "cannot pickle '_thread.lock'" in failed["error"]["traceback"][-1]
 
 
+PARTS = {  # a value that cannot be saved, and a name holding a part of it
+    "shared whole": "class C:\n    pass\nc = C()\nc.lock = threading.Lock()\nc.data = [1]",
+    "in a dict": "c = {'lock': threading.Lock(), 'data': [1]}",
+}
+
+
+@pytest.mark.parametrize("setup", PARTS.values(), ids=PARTS.keys())
+def test_a_name_sharing_with_a_value_that_cannot_be_saved_shares_with_it_until_a_restart(
+        state_dir, setup):
+    part = "c.data" if "class" in setup else "c['data']"
+    kernel = SnapshotKernel(state_dir=state_dir)
+    reply = ok(kernel, f"import threading\n{setup}\nalias = {part}", new_state_name="s")
+    assert list(reply["lost"]) == ["c"]
+    shown = f"alias.append(2)\nprint(alias is {part}, {part})"
+    assert printed(kernel, shown, "s") == "True [1, 2]\n"  # as in one process
+    # After a restart, the name is what was saved of it, the value gone as it says.
+    assert printed(restarted(state_dir), "print(alias, 'c' in dir())", "s") == "[1] False\n"
+
+
 def test_a_value_whose_pickling_raises_anything_is_lost_not_a_failed_request(state_dir):
     """A ``multiprocessing.Queue`` refuses pickling with RuntimeError, which the store
     once let through: the request got a 500, the state was never made, and the deadlines

@@ -323,7 +323,10 @@ class Store:
             values = {name: layer.own(name).value for name in names}
             pickled[group] = persist.dumps(values, self.buffers)
             lost.update(pickled[group][2])
-            if self.private:  # the same objects until a crash, as in memory
+            # The same objects until a crash, as in memory; and a group with a name that
+            # cannot be saved keeps them till the restart, for that name keeps its own and
+            # the rest must be what it shares (``alias = obj.items``, ``obj`` holding a lock).
+            if self.private or pickled[group][2]:
                 kept[group] = values
         with self._writing() as rows:
             records = {id(group): self._group_rows(rows, data, blobs, group.weight,
