@@ -48,13 +48,14 @@ _LIVE_TYPES = (threading.Thread,)
 _MISS = object()
 _INLINE_DEPTH = 32  # ``attempt`` copies elements recursively up to this depth
 _CONTAINERS = (list, dict, tuple, type)  # a failed element or class attribute is shared alone
+_RESTARTS = 4  # the most times one copy starts again to share parts (``_copy_names``)
 
 
 # -- copying names ---------------------------------------------------------------------
 
 
 def copy_names(source, names, target, aliases=(), track=False, replace=(), origins=None,
-               buffers=None, globals_=None, seed=None):
+               buffers=None, globals_=None, seed=None, shared=None, find_parts=True):
     """Deep-copy ``source[name]`` into ``target[name]`` for each of ``names``,
     with one memo, and return the Copier (``shared``, ``codes``, ``made``, ``groups()``).
 
@@ -67,14 +68,19 @@ def copy_names(source, names, target, aliases=(), track=False, replace=(), origi
     them alive): a copy that comes out identical to its origin is the origin.
     ``buffers`` keeps large buffers copy-on-write (``cow.Buffers``), if given.
     ``seed`` (original's id -> copy) is what earlier copies made: an object they
-    copied is not copied again, so names copied apart still share it.
+    copied is not copied again, so names copied apart still share it. ``shared`` is
+    ``(values, parts)``: the values that earlier copies shared whole and their parts
+    (``Copier.shared_values``, ``Copier.shared_parts``), shared here too. Without
+    ``find_parts``, the parts of a value shared whole are looked for only if the copy
+    copied something else (no other name may hold one: the caller knows).
     Runs user code (``__deepcopy__``, ``__reduce_ex__``, ``__setstate__``,
     ``__init_subclass__``), so call it where user exceptions are handled.
     """
     namespace = target if globals_ is None else globals_
 
     def make():
-        return Copier(namespace, aliases, track, replace, origins, buffers, seed)
+        return Copier(namespace, aliases, track, replace, origins, buffers, seed, shared,
+                      find_parts)
     return collector_off(_copy_names, source, names, target, make, track)
 
 
@@ -109,12 +115,16 @@ def _copy_names(source, names, target, make, track):
     if copier is _NOTHING_COPIED:
         return copier
     copier.calls.append((source, tuple(names), target))
-    if copier.shared_whole and copier.copied_anything():
-        parts = copier.parts_to_share()
-        if parts:
-            copier.restart(parts)
-            for source, names, target in copier.calls:
-                _copy_each(source, names, target, lambda: copier, track)
+    for _ in range(_RESTARTS):  # (each round shares more: the last finds nothing new)
+        if not copier.shared_whole or not (copier.find_parts or copier.copied_anything()):
+            break
+        parts, copied = copier.parts_to_share()
+        if not copied:
+            copier.share_parts(parts)
+            break
+        copier.restart(parts)
+        for source, names, target in copier.calls:
+            _copy_each(source, names, target, lambda: copier, track)
     return copier
 
 
@@ -172,10 +182,13 @@ _HOLD_SECONDS = 1.0  # the longest the copying thread keeps the interpreter from
 class _NothingCopied:
     """What ``copy_names`` returns when it copied nothing and tracked nothing."""
 
-    made, codes, shared, memo = {}, (), {}, {}
+    made, codes, shared, memo, shared_parts = {}, (), {}, {}, {}
 
     def unpin(self):
         pass
+
+    def shared_values(self):
+        return {}
 
 
 _NOTHING_COPIED = _NothingCopied()
@@ -202,8 +215,10 @@ class Copier(Reducing, Sharing):
     MISS = _MISS  # what ``lookup`` returns for an object that needs copying
 
     def __init__(self, target, aliases=(), track=False, replace=(), origins=None,
-                 buffers=None, seed=None):
-        self.arguments = (target, aliases, track, replace, origins, buffers, seed)
+                 buffers=None, seed=None, shared=None, find_parts=True):
+        self.arguments = (target, aliases, track, replace, origins, buffers, seed, shared,
+                          find_parts)
+        self.find_parts = find_parts
         self.calls = []  # (source, names, target) of each copy made with it, for ``restart``
         self.target = target
         self.aliases = {id(namespace) for namespace in aliases}
@@ -222,8 +237,9 @@ class Copier(Reducing, Sharing):
         self.shared = {}
         self.shared_reasons = {}
         self.shared_whole = {}  # id -> (value, the name copied) of values shared whole
-        self.shared_parts = {}  # id -> (name, reason): parts of those shared too (``restart``)
+        self.shared_parts = {}  # id -> (part, name, reason): parts of those, shared (``restart``)
         self.lenient = False  # share any part that fails alone, even inside an object
+        self.as_is = set()  # ids of what a lenient copy found and kept as it is (arrays)
         self.codes = []  # code of every function rebound: it may need more names
         self.label = None
         self.inside_object = 0  # > 0 while copying an object's reduce args and state
@@ -232,6 +248,9 @@ class Copier(Reducing, Sharing):
         self.made_classes = set()  # ids of the classes this copy made
         self.covariables = CoVariables() if track else None
         self.memo_from_arguments = len(self.memo)
+        if shared:
+            self.share_whole(shared[0])
+            self.share_parts(shared[1])
 
     @property
     def storing(self):
@@ -301,12 +320,14 @@ class Copier(Reducing, Sharing):
                 del self.memo[key]
 
     def hit(self, key):
-        """Bookkeeping for a memo hit: sharing is contagious, and names reaching it group."""
+        """Bookkeeping for a memo hit: sharing is contagious, and names reaching it group
+        (a value shared whole too: a name may come to hold a part of it, ``sharing.py``)."""
+        if self.shared_parts and key in self.shared_parts:
+            self.hit_part(key)
+            return
         if key in self.shared_reasons:
             self._note_shared(self.shared_reasons[key])
-        elif self.shared_parts and key in self.shared_parts:
-            self.hit_part(key)
-        elif self.covariables is not None:
+        if self.covariables is not None:
             self.covariables.reached(key, self.label)
 
     def groups(self, names):

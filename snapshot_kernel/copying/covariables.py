@@ -60,6 +60,10 @@ class CoVariables:
         self._owner[key] = name
         self.add_bytes(name, footprint(obj), fresh)
 
+    def owned(self, key, name):
+        """``name`` reached the object whose id is ``key`` first, unless another did."""
+        self._owner.setdefault(key, name)
+
     def atomic(self, name, value):
         """``name`` is bound to an immutable ``value`` (a str, an int): count its bytes."""
         self.add_bytes(name, sizeof(value), True)

@@ -4,8 +4,11 @@ A value that cannot be copied (a generator, a lock) is shared: alone inside a li
 or tuple, whole where an object holds it (a half-copied object would be broken). The parts
 of a value shared whole stay its own, so a name holding one of them (``alias =
 obj.items``) must hold that very part, or ``alias is obj.items`` would be False where a
-plain process says True. ``parts_to_share`` finds the parts a copy copied anyway, and
-``restart`` begins the copy again with them shared.
+plain process says True. ``parts_to_share`` finds the parts; ``share_parts`` shares them
+in what the copy copies from then on, and ``restart`` begins it again with them shared if
+it copied one already. What one copy shared (``shared_values``, ``shared_parts``) a later
+copy of the same cell shares too (``share_whole``: ``states/storage.py`` passes them from
+copying in to copying out), though its names no longer reach the value.
 """
 
 import itertools
@@ -27,6 +30,8 @@ class Sharing:
         self._rollback(mark)
         self.shared_reasons[id(value)] = str(exc)
         self.shared_whole[id(value)] = (value, self.label)
+        if self.covariables is not None:  # (the names reaching it group: see ``hit``)
+            self.covariables.owned(id(value), self.label)
         self.memo[id(value)] = value
         self.keep_alive.append(value)
         self._note_shared(str(exc))
@@ -38,10 +43,9 @@ class Sharing:
     def hit_part(self, key):
         """A memo hit on a part ``restart`` shared: the name reaching it is listed under
         ``shared`` (unless it is the shared value's), and grouped with that value's."""
-        owner, reason = self.shared_parts[key]
-        if owner != self.label:
-            self._note_shared(PartShared(f"holds a part of {owner!r}, which is shared: "
-                                         f"{reason}"))
+        _, owner, reason = self.shared_parts[key]
+        self._note_shared(reason if owner == self.label else PartShared(
+            f"holds a part of {owner!r}, which is shared: {reason}"))
         if self.covariables is not None:  # (``restart`` made ``owner`` its first name)
             self.covariables.reached(key, self.label)
 
@@ -51,11 +55,14 @@ class Sharing:
                    in itertools.islice(self.memo.items(), self.memo_from_arguments, None))
 
     def parts_to_share(self):
-        """``{id: (part, name, reason)}``: the parts of values shared whole that this copy
-        also copied for another name. Found by copying the shared values again with a copier
-        that shares only what fails (``lenient``), and so reaches every part; that copy is
-        dropped."""
-        target, aliases, _, replace, _, buffers, _ = self.arguments
+        """``({id: (part, name, reason)}, copied)``: the parts of values shared whole not
+        shared yet, and whether this copy copied one of them (for another name: then it
+        must start again, ``restart``; else ``share_parts`` shares them from now on, for
+        names copied later with this memo). Found by copying the shared values again with
+        a copier that shares only what fails (``lenient``), and so reaches every part; that
+        copy is dropped. Modules, classes and functions it keeps as they are are left out:
+        they are the same in every copy."""
+        target, aliases, _, replace, _, buffers, *_ = self.arguments
         probe = type(self)(target, aliases, False, replace, None, buffers)
         probe.lenient = True
         reached = []  # (the memo's size after each shared value's copy, its name, the reason)
@@ -66,29 +73,55 @@ class Sharing:
                 pass
             reached.append((len(probe.memo), name, self.shared_reasons.get(key, "")))
         originals = {id(original): original for original in probe.made.values()}
-        parts, begun = {}, probe.memo_from_arguments
+        parts, copied, begun = {}, False, probe.memo_from_arguments
         for end, name, reason in reached:
             for key in list(itertools.islice(probe.memo, begun, end)):
-                new = dict.__getitem__(probe.memo, key)
-                part = originals.get(key, new if id(new) == key else _MISS)  # (or shared)
-                if part is _MISS or key in parts or key in self.shared_whole:
+                if key in parts or key in self.shared_whole or key in self.shared_parts:
                     continue
-                copied = dict.get(self.memo, key, _MISS)
-                if copied is not _MISS and copied is not part and not isinstance(
-                        part, _OWN_COPIES):
-                    parts[key] = (part, name, reason)
+                part = originals.get(key, _MISS)
+                if part is _MISS:  # kept as it is: a part if it failed, or was found as is
+                    if key not in probe.shared_reasons and key not in probe.as_is:
+                        continue
+                    part = dict.__getitem__(probe.memo, key)
+                if isinstance(part, _OWN_COPIES):
+                    continue
+                parts[key] = (part, name, reason)
+                mine = dict.get(self.memo, key, _MISS)
+                copied = copied or (mine is not _MISS and mine is not part)
             begun = end
-        return parts
+        return parts, copied
 
-    def restart(self, parts):
-        """Forget every copy and begin again, sharing ``parts`` (``parts_to_share``); the
-        caller copies its names again (``calls``)."""
-        calls = self.calls
-        type(self).__init__(self, *self.arguments)
-        self.calls = calls
+    def share_parts(self, parts):
+        """Share ``parts`` (``parts_to_share``) in what this copier copies from now on."""
         for key, (part, name, reason) in parts.items():
             self.memo[key] = part
             self.keep_alive.append(part)
-            self.shared_parts[key] = (name, reason)
+            self.shared_parts[key] = (part, name, reason)
             if self.covariables is not None:
-                self.covariables.copied(key, part, name, False)
+                self.covariables.owned(key, name)
+
+    def restart(self, parts):
+        """Forget every copy and begin again, sharing ``parts`` (``parts_to_share``) and
+        those an earlier restart shared; the caller copies its names again (``calls``)."""
+        calls, whole, parts = self.calls, self.shared_values(), {**self.shared_parts, **parts}
+        type(self).__init__(self, *self.arguments)
+        self.calls = calls
+        self.share_whole(whole)
+        self.share_parts(parts)
+
+    def shared_values(self):
+        """``{id: (value, name, reason)}`` of the values this copy shared whole."""
+        return {key: (value, name, self.shared_reasons[key])
+                for key, (value, name) in self.shared_whole.items()}
+
+    def share_whole(self, whole):
+        """Share the values ``whole`` (``shared_values``) as if this copy had failed to
+        copy them. With their parts shared, one whose state is its own ``__dict__`` (a
+        SimpleNamespace) would copy, the copy holding the very parts."""
+        for key, (value, name, reason) in whole.items():
+            self.memo[key] = value
+            self.keep_alive.append(value)
+            self.shared_reasons[key] = reason
+            self.shared_whole[key] = (value, name)
+            if self.covariables is not None:
+                self.covariables.owned(key, name)

@@ -40,6 +40,7 @@ except ImportError:  # numpy 1
 
 def copy_ndarray(copier, arr):
     if copier.lenient and not arr.dtype.hasobject:  # finding parts: its data holds none
+        copier.as_is.add(id(arr))
         return _found(arr)
     if arr.dtype.hasobject:
         if arr.dtype.fields is not None:  # structured with object fields: as pickle does

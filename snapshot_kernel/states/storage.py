@@ -372,9 +372,19 @@ class Working:
     def _copy_in(self, values):
         fresh = [name for name in values  # not reassigned
                  if self.namespace.get(name, UNREAD) is UNREAD]
+        # The parts of values shared whole are looked for only if a name holds one (see
+        # ``copying/sharing.py``): an object holding a lock and a big dict costs nothing more.
+        parts_held = any(isinstance(self._shared_reason(member), PartShared)
+                         for entry in map(self.source.get, fresh)
+                         if entry is not None and entry.shared is not None
+                         for member in entry.group.names)
         with reading(self.source):  # stored objects' methods read their own state
             return copy_names(values, fresh, self.namespace, buffers=self.buffers,
-                              seed=self._made_in_part)
+                              seed=self._made_in_part, find_parts=parts_held)
+
+    def _shared_reason(self, name):
+        entry = self.source.get(name)
+        return None if entry is None else entry.shared
 
     def _reached_by(self, codes):
         """The names that functions just copied in may touch."""
@@ -406,9 +416,17 @@ class Working:
     def _copied_out(self, touched):
         """The entries of ``touched`` names whose groups changed, copied out with one memo."""
         stored = {}
+        # What copying in shared whole, and their parts, are shared still, though out of
+        # reach of the names copied out (``a = obj.items`` rebinds ``a`` to the part):
+        # another name of the state, or of another state, holds the value.
+        whole, parts = {}, {}
+        for copier in self._copiers:
+            whole.update(copier.shared_values())
+            parts.update(copier.shared_parts)
         copier = copy_names(self.namespace, touched, stored, (self.namespace,), track=True,
                             replace=[(self.namespace["__builtins__"], builtins)],
-                            origins=self.origins, buffers=self.buffers, globals_=STORED_GLOBALS)
+                            origins=self.origins, buffers=self.buffers, globals_=STORED_GLOBALS,
+                            shared=(whole, parts), find_parts=bool(parts))
         specs = copier.groups(touched)
         rest = self._rest_of_changed_groups(specs, stored, copier.shared)
         if rest:  # copied in now, its changed objects from the cell's copies, and out
