@@ -252,6 +252,19 @@ def test_frames_that_shared_memory_behave_as_in_python_and_the_parent_keeps_its_
     assert printed(kernel, look, parent) == "[1.0, 2.0] [1.0, 2.0] [1.0, 2.0]\n"
 
 
+def test_a_frame_made_from_records_with_a_text_column_is_copied_not_shared(kernel, pandas):
+    # pandas 3 keeps the text column of ``DataFrame(list of dicts)`` as a strided view of a
+    # 2-D object array, which the copier could not flatten (``reshape(order="K")`` raises):
+    # the frame was shared by every state, and a branch's write reached its parent (found
+    # by the gallery's plot_classification_probability, its last result ``_``).
+    parent = ok(kernel, "import pandas as pd\n"
+                        "df = pd.DataFrame([{'name': 'a', 'x': 0.5}, {'name': 'b', 'x': 0.7}])"
+                        )["state_name"]
+    assert "df" not in kernel.describe(parent)["shared"]
+    ok(kernel, "df.loc[0, 'name'] = 'changed'", parent)
+    assert printed(kernel, "print(df['name'].tolist())", parent) == "['a', 'b']\n"
+
+
 @pytest.fixture
 def pyplot():
     pytest.importorskip("matplotlib")

@@ -341,7 +341,7 @@ def _flat(arr):
         return arr.reshape(-1)
     if arr.flags.f_contiguous:
         return arr.T.reshape(-1)
-    return arr.reshape(-1, order="K")  # a copy, read only: the target is made contiguous
+    return arr.ravel(order="K")  # a copy, read only: the target is made contiguous
 
 
 def same_array(new, origin):
