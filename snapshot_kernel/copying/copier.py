@@ -108,9 +108,10 @@ def collector_off(function, *args):
 
 
 def _copy_names(source, names, target, make, track):
-    """``copy_names``, with the collector off; ``make()`` gives the copier. If a value
-    it shared whole holds a part that another name reached and got a copy of, it copies
-    everything again, that part shared too (``Copier.parts_to_share``)."""
+    """``copy_names``, with the collector off; ``make()`` gives the copier. If it shared
+    a value whole, the value's parts are shared in what it copies next; if it had copied
+    one of them for another name already, it copies everything again with the parts
+    shared (``Copier.parts_to_share``, ``restart``)."""
     copier = _copy_each(source, names, target, make, track)
     if copier is _NOTHING_COPIED:
         return copier
