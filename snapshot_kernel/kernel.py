@@ -20,6 +20,7 @@ Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 import contextvars
 import itertools
 import os
+import sqlite3
 import sys
 import threading
 import time
@@ -405,7 +406,7 @@ class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Fol
         there; else the error to reply."""
         try:
             self._store.save(state, exec_id)
-        except (OSError, StoreError) as exc:
+        except (OSError, sqlite3.Error, StoreError) as exc:  # the disk is full
             return kernel_error("StoreError", f"the new state could not be saved to the "
                                 f"state directory ({exc}); nothing was stored")
         except Exception as exc:  # a bug of ours, or a value's method failing twice: the

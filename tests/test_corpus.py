@@ -22,6 +22,7 @@ By default a stable ``corpus.DEFAULT_SHARE`` percent of the notebooks runs (abou
 9 minutes), ``-m ''`` runs all of them.
 """
 
+import dataclasses
 import difflib
 import importlib.util
 from dataclasses import dataclass
@@ -200,6 +201,22 @@ def known(notebook, mode):
     return found
 
 
+def rechecked(notebook, want, found):
+    """``want``, with each cell of ``found`` that one more plain run, made now, shows
+    otherwise than the first marked unstable (and counted so): a cell showing the hour
+    (``pd.Period.now('h')``) differs from a plain run made before the hour turned.
+    A kernel's wrong answer stays found: plain Python shows its first answer again."""
+    seen, _, _ = corpus.run_plain(notebook.cells, corpus.RERUNS)
+    turned = {run.number for run, _, _ in found if seen[run.number] != want.seen[run.number]}
+    if not turned:
+        return want
+    corpus.TALLY[corpus.STABLE] -= len(turned)
+    corpus.TALLY[corpus.UNSTABLE] += len(turned)
+    stable = tuple(same and number not in turned for number, same in enumerate(want.stable))
+    _EXPECTED[notebook.name] = want = dataclasses.replace(want, stable=stable)
+    return want
+
+
 def known_apart(known_cells, found):
     """``found`` without the known divergences, which are counted instead."""
     differed = {run.number for run, _, _ in found}
@@ -255,9 +272,52 @@ def test_docstring_examples_show_what_plain_python_shows(corpus_kernel, notebook
             pytest.skip(want.skip)
         corpus_kernel.reset()
         runs = run_notebook(corpus_kernel, notebook.cells)
-    mode = request.node.callspec.params["corpus_kernel"]
-    known_cells = known(notebook, mode)
+        mode = request.node.callspec.params["corpus_kernel"]
+        known_cells = known(notebook, mode)
+        if any(run.number not in known_cells for run, _, _ in divergences(want, runs)):
+            want = rechecked(notebook, want, divergences(want, runs))
     corpus.TALLY[corpus.COMPARED] += sum(want.stable[run.number] for run in runs
                                          if run.number not in known_cells)
     found = known_apart(known_cells, divergences(want, runs))
     assert not found, report(notebook, mode, runs, found)
+
+
+# -- the harness itself -----------------------------------------------------------------------------
+
+@pytest.fixture
+def own_tally(monkeypatch):
+    """The summary's counts and the oracle runs, apart from the corpus's."""
+    monkeypatch.setattr(corpus, "TALLY", type(corpus.TALLY)())
+    monkeypatch.setattr(f"{__name__}._EXPECTED", {})
+    return corpus.TALLY
+
+
+def test_a_cell_that_shows_something_else_once_its_hour_turned_is_excluded_not_failed(
+        tmp_path, own_tally):
+    # How pd.Period.now('h') failed CI: the oracle ran at 14:59, the kernel at 15:00.
+    hour = tmp_path / "hour"
+    hour.write_text("14:00")
+    notebook = corpus.Notebook("hour", "tests", ("x = 1", f"open({str(hour)!r}).read()"))
+    want = expected(notebook)
+    assert want.stable == (True, True)
+    hour.write_text("15:00")
+    kernel = SnapshotKernel()
+    try:
+        runs = run_notebook(kernel, notebook.cells)
+    finally:
+        kernel.close()
+    assert runs[1].seen.result == "'15:00'" and divergences(want, runs)
+    want = rechecked(notebook, want, divergences(want, runs))
+    assert want.stable == (True, False) and not divergences(want, runs)
+    assert own_tally[corpus.UNSTABLE] == 1 and own_tally[corpus.STABLE] == 1
+
+
+def test_a_kernel_answer_plain_python_does_not_give_again_stays_a_failure(tmp_path, own_tally):
+    hour = tmp_path / "hour"
+    hour.write_text("14:00")
+    notebook = corpus.Notebook("hour", "tests", ("x = 1", f"open({str(hour)!r}).read()"))
+    want = expected(notebook)
+    wrong = [Run(1, "", corpus.shown("", "'15:00'", None), True)]
+    want = rechecked(notebook, want, divergences(want, wrong))
+    assert want.stable == (True, True) and divergences(want, wrong)
+    assert own_tally[corpus.UNSTABLE] == 0

@@ -396,3 +396,23 @@ def test_a_cell_running_when_the_server_stopped_is_reported_after(state_dir):
     assert report["reply"]["error"]["ename"] == "KernelRestart"
     assert "'out@1'" in report["reply"]["error"]["evalue"]
     assert stdout(kernel.execute("print(1)", "initial")) == "1\n"
+
+
+def test_a_full_catalogue_fails_the_save_saying_so_and_stores_nothing(state_dir):
+    # How CI saw it: SQLite rolls a full transaction back itself, and the ROLLBACK after
+    # it answered "cannot rollback - no transaction is active" in place of why.
+    kernel = SnapshotKernel(state_dir=state_dir)
+    catalogue = kernel._store._db
+    pages = catalogue.execute("PRAGMA page_count").fetchone()[0]
+    catalogue.execute(f"PRAGMA max_page_count = {pages + 2}")  # its disk full
+    reply = kernel.execute("y = 'a' * 100_000", "initial", new_state_name="y")
+    assert reply["state_name"] is None and reply["error"]["ename"] == "StoreError"
+    assert "database or disk is full" in reply["error"]["evalue"]
+    assert "server log" not in reply["error"]["evalue"]  # no bug of ours: room is wanted
+    assert kernel.state_names() == ["initial"]
+    catalogue.execute("PRAGMA max_page_count = 1073741823")  # room again
+    ok(kernel, "z = 2", "initial", new_state_name="z")
+    kernel.close()
+    again = restarted(state_dir)
+    assert again.state_names() == ["initial", "z"]
+    assert printed(again, "print(z)", "z") == "2\n"

@@ -261,7 +261,9 @@ class Store:
                 self._db.execute("COMMIT")
                 committed = True
             finally:
-                if not committed:  # whatever stopped it, an interrupt too
+                # Whatever stopped it, an interrupt too; but SQLite may have rolled back
+                # itself (the disk is full), and a second ROLLBACK would hide why.
+                if not committed and self._db.in_transaction:
                     self._db.execute("ROLLBACK")
 
     # -- the redo log (private directories) ------------------------------------------------
