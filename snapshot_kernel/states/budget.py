@@ -12,8 +12,11 @@ class GroupRecord:
     """The objects of one stored group: in memory, or loaded from the state directory on
     use (``store.load_group``), counted in ``store.budget``."""
 
-    def __init__(self, store, group_id, weight, values=None):
+    def __init__(self, store, group_id, weight, values=None, pinned=False):
+        """``pinned``: its objects are never evicted. A group with a name that could not
+        be saved is (its pickle lacks that name's object, which the others may share)."""
         self.store, self.group_id, self.weight = store, group_id, weight
+        self.pinned = pinned
         self._values = values
         self._lock = threading.Lock()
         if values is not None:
@@ -40,13 +43,15 @@ class Budget:
     ``max_memory`` bytes (None: no limit), the oldest are evicted.
 
     Records are held weakly: a record whose states were all deleted goes, and its
-    objects with it (it takes its weight out of the count as it goes)."""
+    objects with it (it takes its weight out of the count as it goes). Pinned records
+    count, but are never evicted: the others make room for them."""
 
     def __init__(self, max_memory=None):
         self.max_memory = max_memory
         self.bytes = 0
         self._lock = threading.Lock()
         self._loaded = collections.OrderedDict()  # id(GroupRecord) -> a weak reference to it
+        self._pinned = {}  # the same, for pinned records
 
     def loaded(self, record):
         """``record``'s objects are in memory now; drop the least used if over budget."""
@@ -54,11 +59,13 @@ class Budget:
             return
         key = id(record)
         with self._lock:
-            if key not in self._loaded:
+            if key not in self._loaded and key not in self._pinned:
                 self.bytes += record.weight
-                self._loaded[key] = weakref.ref(
-                    record, functools.partial(self._forget, key, record.weight))
-            self._loaded.move_to_end(key)
+                held = self._pinned if record.pinned else self._loaded
+                held[key] = weakref.ref(record, functools.partial(self._forget, key,
+                                                                  record.weight))
+            if key in self._loaded:
+                self._loaded.move_to_end(key)
             while self.bytes > self.max_memory and len(self._loaded) > 1:
                 _, oldest = self._loaded.popitem(last=False)
                 oldest = oldest()
@@ -75,6 +82,7 @@ class Budget:
     def _forget(self, key, weight, ref):
         """A loaded record was freed (the collector may call this in any thread)."""
         with self._lock:
-            if self._loaded.get(key) is ref:
-                del self._loaded[key]
-                self.bytes -= weight
+            for held in (self._loaded, self._pinned):
+                if held.get(key) is ref:
+                    del held[key]
+                    self.bytes -= weight

@@ -332,8 +332,8 @@ class Store:
                 kept[group] = values
         with self._writing() as rows:
             records = {id(group): self._group_rows(rows, data, blobs, group.weight,
-                                                   kept.get(group))
-                       for group, (data, blobs, _) in pickled.items()}
+                                                   kept.get(group), pinned=bool(unsaved))
+                       for group, (data, blobs, unsaved) in pickled.items()}
             if new_layer:
                 self._layer_rows(rows, layer, records, lost)
             self._seq += 1
@@ -372,14 +372,14 @@ class Store:
                 groups.setdefault(id(entry.group), (entry.group, []))[1].append(name)
         return dict(groups.values())
 
-    def _group_rows(self, rows, data, blobs, weight, values=None):
+    def _group_rows(self, rows, data, blobs, weight, values=None, pinned=False):
         group_id = self._ids["groups"] = self._ids["groups"] + 1
         rows.append(("group", (group_id, data)))
         for path in blobs:
             name = os.path.basename(path)
             rows.append(("blob", (name, os.path.getsize(path))))
             rows.append(("group_blob", (group_id, name)))
-        return GroupRecord(self, group_id, weight, values)
+        return GroupRecord(self, group_id, weight, values, pinned)
 
     def _layer_rows(self, rows, layer, records, lost):
         base = layer.base.layer_id if layer.base is not None else None
