@@ -239,6 +239,7 @@ class Copier(Reducing, Sharing):
         self.shared_reasons = {}
         self.shared_whole = {}  # id -> (value, the name copied) of values shared whole
         self.shared_parts = {}  # id -> (part, name, reason): parts of those, shared (``restart``)
+        self.held = []  # (id, name): a value shared whole, ``name``, holds the shared ``id``
         self.lenient = False  # share any part that fails alone, even inside an object
         self.as_is = set()  # ids of what a lenient copy found and kept as it is (arrays)
         self.codes = []  # code of every function rebound: it may need more names

@@ -62,34 +62,49 @@ class Sharing:
         a copier that shares only what fails (``lenient``), and so reaches every part; that
         copy is dropped. Modules, classes and functions it keeps as they are are left out:
         they are the same in every copy."""
-        target, aliases, _, replace, _, buffers, *_ = self.arguments
-        probe = type(self)(target, aliases, False, replace, None, buffers)
-        probe.lenient = True
-        reached = []  # (the memo's size after each shared value's copy, its name, the reason)
-        for key, (value, name) in list(self.shared_whole.items()):
-            try:
-                probe.copy_or_share(value)
-            except ChangedWhileCopied:  # (a thread writes it: its parts stay as they are)
-                pass
-            reached.append((len(probe.memo), name, self.shared_reasons.get(key, "")))
-        originals = {id(original): original for original in probe.made.values()}
-        parts, copied, begun = {}, False, probe.memo_from_arguments
-        for end, name, reason in reached:
-            for key in list(itertools.islice(probe.memo, begun, end)):
+        parts, copied = {}, False
+        for value_key, (value, name) in list(self.shared_whole.items()):
+            reason = self.shared_reasons.get(value_key, "")
+            for key, part in self._reached(value):
                 if key in parts or key in self.shared_whole or key in self.shared_parts:
+                    self._held_by(key, name, parts)
                     continue
-                part = originals.get(key, _MISS)
-                if part is _MISS:  # kept as it is: a part if it failed, or was found as is
-                    if key not in probe.shared_reasons and key not in probe.as_is:
-                        continue
-                    part = dict.__getitem__(probe.memo, key)
                 if isinstance(part, _OWN_COPIES):
                     continue
                 parts[key] = (part, name, reason)
                 mine = dict.get(self.memo, key, _MISS)
                 copied = copied or (mine is not _MISS and mine is not part)
-            begun = end
         return parts, copied
+
+    def _reached(self, value):
+        """``(id, original)`` of what ``value`` reaches, itself included, that a copy would
+        copy, or shares because it failed or was found as it is (not modules and such).
+        A copier of its own for each value: a part two values hold is reached by both."""
+        target, aliases, _, replace, _, buffers, *_ = self.arguments
+        probe = type(self)(target, aliases, False, replace, None, buffers)
+        probe.lenient = True
+        try:
+            probe.copy_or_share(value)
+        except ChangedWhileCopied:  # (a thread writes it: its parts stay as they are)
+            pass
+        originals = {id(original): original for original in probe.made.values()}
+        for key in list(itertools.islice(probe.memo, probe.memo_from_arguments, None)):
+            part = originals.get(key, _MISS)
+            if part is _MISS:  # kept as it is: a part if it failed, or was found as is
+                if key not in probe.shared_reasons and key not in probe.as_is:
+                    continue
+                part = dict.__getitem__(probe.memo, key)
+            yield key, part
+
+    def _held_by(self, key, name, parts):
+        """The shared value ``name`` holds what ``key`` is, which is shared already (a
+        value, or a part of one): their names group (``b = obj.items``, then ``obj2 =
+        Holder(gen, items=b)``: a cell naming ``b`` must copy ``obj2`` in with it)."""
+        if self.covariables is not None:
+            if key in parts:  # found for another shared value in this search
+                self.covariables.owned(key, parts[key][1])
+            self.covariables.reached(key, name)
+        self.held.append((key, name))  # for ``restart``, which forgets the groups
 
     def share_parts(self, parts):
         """Share ``parts`` (``parts_to_share``) in what this copier copies from now on."""
@@ -104,10 +119,15 @@ class Sharing:
         """Forget every copy and begin again, sharing ``parts`` (``parts_to_share``) and
         those an earlier restart shared; the caller copies its names again (``calls``)."""
         calls, whole, parts = self.calls, self.shared_values(), {**self.shared_parts, **parts}
+        held = self.held
         type(self).__init__(self, *self.arguments)
         self.calls = calls
         self.share_whole(whole)
         self.share_parts(parts)
+        self.held = held
+        if self.covariables is not None:  # the names of values holding others group again
+            for key, name in held:
+                self.covariables.reached(key, name)
 
     def shared_values(self):
         """``{id: (value, name, reason)}`` of the values this copy shared whole."""

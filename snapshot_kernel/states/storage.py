@@ -235,6 +235,7 @@ class Working:
         self.pinned = {}       # names not copied in -> the stored object their group read
         self._made_in_part = {}  # the memos of copies of groups in part: ``_copy_groups_in``
         self._in_part = False  # True once a group was copied in part
+        self._parts_held = {}  # id(group) -> True if a name of it holds a part: ``_holds_part``
         self.origins = {}      # id(working copy) -> the stored object it was copied from
         self._copiers = []     # their memos keep the copies alive, so the ids stay theirs;
         # but not unpinned ones (arrays): if code drops one and a new object takes its id,
@@ -327,8 +328,9 @@ class Working:
             todo[name] = value
             self._pin_rest(name, entry.group, todo)
             # A name holding a part of a value shared whole (``alias = obj.items``) is that
-            # part only if copied with the value: its group goes in whole.
-            if closure or isinstance(entry.shared, PartShared):
+            # part only if copied with the value: its group goes in whole, and so does it
+            # for a name sharing an object with it (``d = alias``: only ``alias`` is marked).
+            if closure or self._holds_part(entry.group):
                 queue.extend(entry.group.names)
         if not todo:
             return None, ()
@@ -374,13 +376,24 @@ class Working:
                  if self.namespace.get(name, UNREAD) is UNREAD]
         # The parts of values shared whole are looked for only if a name holds one (see
         # ``copying/sharing.py``): an object holding a lock and a big dict costs nothing more.
-        parts_held = any(isinstance(self._shared_reason(member), PartShared)
-                         for entry in map(self.source.get, fresh)
-                         if entry is not None and entry.shared is not None
-                         for member in entry.group.names)
+        parts_held = any(self._holds_part(entry.group) for entry in map(self.source.get, fresh)
+                         if entry is not None)
         with reading(self.source):  # stored objects' methods read their own state
             return copy_names(values, fresh, self.namespace, buffers=self.buffers,
                               seed=self._made_in_part, find_parts=parts_held)
+
+    def _holds_part(self, group):
+        """True if a name of ``group`` may hold a part of a value shared whole: one is
+        listed so, or the group has a shared value and another name. (A name is listed by
+        the first shared thing it reached: ``e = a = [x]``, ``x`` holding a part of ``c``
+        and another shared value, lists ``e`` as shared and ``a`` not at all.)"""
+        found = self._parts_held.get(id(group))
+        if found is None:
+            reasons = [self._shared_reason(member) for member in group.names]
+            found = self._parts_held[id(group)] = any(
+                isinstance(reason, PartShared) for reason in reasons) or (
+                len(reasons) > 1 and any(reason is not None for reason in reasons))
+        return found
 
     def _shared_reason(self, name):
         entry = self.source.get(name)
