@@ -466,6 +466,35 @@ def test_a_name_holding_a_part_of_a_value_shared_whole_is_that_part(kernel, setu
     assert "'c'" in kernel.describe(parent)["shared"]["alias"]
 
 
+# Parts held through more than one shared value (found by the differential test's chains).
+THROUGH = {
+    # A second shared value holds a part of the first, whose name was then rebound: the
+    # second's name must join the part's group (seed 2132, reduced).
+    "a part of one shared value held by another": (
+        "d = 1", "e = {'k': d}\nb = e['k']",
+        "e.update({'u': {'k': {'deep': [2]}}})\nd = a = [e]", "d[0]['u']['k'][b] = {'k': d}",
+        "b = d[0]['u']", "import types\ne = types.SimpleNamespace(gen=(i for i in range(3)), items=b)",
+        "e = b['k'][1]\nd = types.SimpleNamespace(gen=(i for i in range(3)), items=b)",
+        "c = b", "print(d.items is b, c is b, d.items['k'][1] is e)"),
+    # Two names hold one list holding a part: only the first to reach it is listed as
+    # holding a part, and a cell naming the other must still copy the value in with it.
+    "a part in a list two names hold": (
+        "import types\nv = types.SimpleNamespace(gen=(i for i in range(3)), items={'k': [1]})",
+        "x = v.items['k']\na = e = [x]\ndel x",
+        "e[0].append(5)", "a[0].append(6)", "print(v.items, a is e, e[0] is v.items['k'])"),
+}
+
+
+@pytest.mark.parametrize("cells", THROUGH.values(), ids=THROUGH.keys())
+def test_a_part_held_through_other_shared_values_is_that_part(kernel, cells):
+    state, shown = "initial", []
+    for code in cells:
+        reply = ok(kernel, code, state)
+        shown.append(stdout(reply))
+        state = reply["state_name"]
+    assert shown == plain_python(*cells)
+
+
 def test_a_cells_function_a_value_shared_whole_holds_reads_the_globals_of_its_state(kernel):
     # The exception to the test above: bound to a name, the function is that name's own copy
     # (reading the running state's globals), not the shared value's (reading its first).
