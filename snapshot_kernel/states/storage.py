@@ -374,8 +374,9 @@ class Working:
     def _copy_in(self, values):
         fresh = [name for name in values  # not reassigned
                  if self.namespace.get(name, UNREAD) is UNREAD]
-        # The parts of values shared whole are looked for only if a name holds one (see
-        # ``copying/sharing.py``): an object holding a lock and a big dict costs nothing more.
+        # The parts of values shared whole are looked for only if a name may hold one
+        # (``_holds_part``, ``copying/sharing.py``): an object holding a lock and a big dict
+        # that no other name shares with costs nothing more.
         parts_held = any(self._holds_part(entry.group) for entry in map(self.source.get, fresh)
                          if entry is not None)
         with reading(self.source):  # stored objects' methods read their own state
