@@ -406,7 +406,7 @@ def test_a_full_catalogue_fails_the_save_saying_so_and_stores_nothing(state_dir)
     # How CI saw it: SQLite rolls a full transaction back itself, and the ROLLBACK after
     # it answered "cannot rollback - no transaction is active" in place of why.
     kernel = SnapshotKernel(state_dir=state_dir)
-    catalogue = kernel._store._db
+    catalogue = kernel._store._catalogue.db
     pages = catalogue.execute("PRAGMA page_count").fetchone()[0]
     catalogue.execute(f"PRAGMA max_page_count = {pages + 2}")  # its disk full
     reply = kernel.execute("y = 'a' * 100_000", "initial", new_state_name="y")

@@ -19,7 +19,7 @@ import pytest
 import test_differential as differential
 from helpers import ok, printed
 from snapshot_kernel.kernel import SnapshotKernel
-from snapshot_kernel.states import redo, store
+from snapshot_kernel.states import catalogue, redo
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
@@ -31,8 +31,8 @@ import json, os, sys
 sys.path.insert(0, {tests!r})
 import test_differential as differential
 from snapshot_kernel.kernel import SnapshotKernel
-from snapshot_kernel.states import store
-store._LOG_RECORDS = {records}
+from snapshot_kernel.states import catalogue
+catalogue._LOG_RECORDS = {records}
 {before}
 kernel = SnapshotKernel(state_dir={directory!r}, private_dir=True)
 paths = differential.grow_tree(kernel, {seed})
@@ -71,8 +71,8 @@ def test_every_state_saved_before_the_process_died_is_back_as_it_was(tmp_path, s
 CELLS_CHILD = """
 import os, time
 from snapshot_kernel.kernel import SnapshotKernel
-from snapshot_kernel.states import store
-store._LOG_RECORDS = {records}
+from snapshot_kernel.states import catalogue
+catalogue._LOG_RECORDS = {records}
 kernel = SnapshotKernel(state_dir={directory!r}, private_dir=True)
 for code, parent, name in {cells!r}:
     reply = kernel.execute(code, parent, new_state_name=name)
@@ -105,13 +105,13 @@ def test_a_log_file_applied_just_before_the_crash_is_not_applied_again(tmp_path)
     # deletion: the next start finds the file, and the catalogue's note that it is in.
     directory = str(tmp_path / "states")
     before = ("import os\n"
-              "from snapshot_kernel.states import store\n"
+              "from snapshot_kernel.states import catalogue\n"
               "def dies(path):\n"
               "    if os.path.basename(path).startswith('log-'):\n"
               "        os._exit(0)\n"
               "    os.unlink(path)\n"
-              "store.os = type(os)('os_dying_at_unlink')\n"
-              "store.os.__dict__.update(os.__dict__, unlink=dies)\n")
+              "catalogue.os = type(os)('os_dying_at_unlink')\n"
+              "catalogue.os.__dict__.update(os.__dict__, unlink=dies)\n")
     code = CHILD.format(tests=TESTS, records=3, directory=directory, seed=0, before=before)
     subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=600, check=False)
     left = sorted(name for name in os.listdir(directory) if name.startswith("log-"))
@@ -125,7 +125,7 @@ def test_a_log_file_applied_just_before_the_crash_is_not_applied_again(tmp_path)
 def test_a_full_disk_fails_the_save_and_stores_nothing(tmp_path, monkeypatch):
     directory = str(tmp_path / "states")
     kernel = SnapshotKernel(state_dir=directory, private_dir=True)
-    monkeypatch.setattr(store, "_LOG_RECORDS", 1)  # every save starts a new log file
+    monkeypatch.setattr(catalogue, "_LOG_RECORDS", 1)  # every save starts a new log file
 
     def no_space(fd, offset, length):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -153,7 +153,7 @@ def test_a_failed_save_leaves_no_buffer_file_behind(tmp_path, monkeypatch):
     pytest.importorskip("numpy")
     directory = str(tmp_path / "states")
     kernel = SnapshotKernel(state_dir=directory, private_dir=True)
-    monkeypatch.setattr(store, "_LOG_RECORDS", 1)  # every save starts a new log file
+    monkeypatch.setattr(catalogue, "_LOG_RECORDS", 1)  # every save starts a new log file
     monkeypatch.setattr(redo.os, "posix_fallocate", _no_space)
     code = "import numpy as np\nbig = np.ones(300_000)\nrows = np.ones((600, 1000))[:, ::2]"
     # here: the reply of kernel.execute can come while its cell thread still holds the state
@@ -210,7 +210,7 @@ def test_the_log_goes_to_the_catalogue_once_no_save_comes_for_a_while(tmp_path):
         return [name for name in os.listdir(directory) if name.startswith("log-")]
 
     assert logs()  # well under the records that make the log full
-    deadline = time.monotonic() + 10 * store._IDLE
+    deadline = time.monotonic() + 10 * catalogue._IDLE
     while logs() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert logs() == []

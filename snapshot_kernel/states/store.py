@@ -9,7 +9,7 @@ its base layer plus the entries its cell changed (``storage.Namespace``), each
 entry pointing at a group: the pickle of the objects of names that share them
 (``persist``). A cell that changes one small name writes one small group and
 one layer row, whatever the size of its state. Every save is one transaction
-(``_transaction``), made before the reply that names the state is sent; in a
+(``catalogue``), made before the reply that names the state is sent; in a
 private directory (the crash-safe default), one record of the redo log instead,
 whose rows the catalogue takes later, many saves at a time. Blob files are
 complete under their final name before a row refers to them. A crash at any
@@ -23,60 +23,20 @@ With a memory budget, the groups used least recently are dropped from memory
 and loaded again on use (``budget``).
 """
 
-import collections
-import contextlib
 import json
 import hashlib
 import os
 import pickle
 import sqlite3
-import sys
-import threading
-import time
 
-from . import persist, redo
+from . import persist
 from .budget import Budget, GroupRecord
+from .catalogue import Catalogue, StoreError
 from ..runtime.settings import Process
 from .storage import DELETED, GONE, Entry, Group, Namespace, State
 
-# The redo log goes to the catalogue (on the applier thread) once no save came for IDLE
-# seconds, or once it holds this much: work deferred from busy times to quiet ones.
-_IDLE = 0.5
-_LOG_RECORDS = 8192
-_LOG_BYTES = 32 << 20
-_LOG_FILES_TAKEN = 8  # past this many, a save applies them itself
+__all__ = ["Store", "StoreError"]
 _KEPT_SETTINGS_KEYS = 64  # ids of settings lately saved -> their hash, to pickle each once
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS layers (id INTEGER PRIMARY KEY, base INTEGER, changes BLOB);
-CREATE TABLE IF NOT EXISTS groups (id INTEGER PRIMARY KEY, data BLOB);
-CREATE TABLE IF NOT EXISTS layer_groups (layer INTEGER, grp INTEGER);
-CREATE INDEX IF NOT EXISTS layer_groups_grp ON layer_groups (grp);
-CREATE TABLE IF NOT EXISTS group_blobs (grp INTEGER, blob TEXT);
-CREATE INDEX IF NOT EXISTS group_blobs_blob ON group_blobs (blob);
-CREATE TABLE IF NOT EXISTS blobs (name TEXT PRIMARY KEY, size INTEGER);
-CREATE TABLE IF NOT EXISTS states (name TEXT PRIMARY KEY, seq INTEGER, layer INTEGER,
-    parent TEXT, code TEXT, created REAL, new_bytes INTEGER, total_bytes INTEGER, meta TEXT);
-CREATE TABLE IF NOT EXISTS running (exec_id TEXT PRIMARY KEY, summary TEXT);
-CREATE TABLE IF NOT EXISTS settings (hash TEXT PRIMARY KEY, data BLOB);
-CREATE TABLE IF NOT EXISTS state_settings (state TEXT PRIMARY KEY, hash TEXT);
-"""
-
-
-# What a save writes, as rows: (statement, parameters). The names are what the redo log
-# holds, so they stay as they are; ``_execute`` runs them in this order.
-_STATEMENTS = {
-    "group": "INSERT INTO groups (id, data) VALUES (?, ?)",
-    "blob": "INSERT OR IGNORE INTO blobs VALUES (?, ?)",
-    "group_blob": "INSERT INTO group_blobs VALUES (?, ?)",
-    "layer": "INSERT INTO layers (id, base, changes) VALUES (?, ?, ?)",
-    "layer_group": "INSERT INTO layer_groups VALUES (?, ?)",
-    "state": "INSERT OR REPLACE INTO states VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    "settings": "INSERT OR IGNORE INTO settings VALUES (?, ?)",
-    "state_settings": "INSERT OR REPLACE INTO state_settings VALUES (?, ?)",
-    "running": "INSERT OR REPLACE INTO running VALUES (?, ?)",
-    "ended": "DELETE FROM running WHERE exec_id = ?",
-}
 
 
 def _running_row(exec_id, summary):
@@ -84,27 +44,6 @@ def _running_row(exec_id, summary):
     if summary is None:
         return ("ended", (exec_id,))
     return ("running", (exec_id, json.dumps(summary)))
-
-
-def _meta(db, key, default=None):
-    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return default if row is None else row[0]
-
-
-def _execute(db, rows):
-    """Run ``rows`` (of saves in order): each statement's rows at once, in the order of
-    ``_STATEMENTS``, which no save's rows contradict (a row never refers to a later one,
-    and an execution ends after it last runs)."""
-    by_statement = {statement: [] for statement in _STATEMENTS}
-    for statement, parameters in rows:
-        by_statement[statement].append(parameters)
-    for statement, parameters in by_statement.items():
-        if parameters:
-            db.executemany(_STATEMENTS[statement], parameters)
-
-
-class StoreError(Exception):
-    """The state directory cannot be used; the message says why and what to do."""
 
 
 class _Made:
@@ -158,154 +97,11 @@ class Store:
         self.blob_dir = os.path.join(self.directory, "blobs")
         os.makedirs(self.blob_dir, exist_ok=True)
         self.buffers, self.budget = buffers, Budget(max_memory)
-        self._lock = threading.RLock()  # the catalogue's connection
         self._seq = 0
         self._settings_keys = {}  # (id(held), id(shared), id(own)) -> (hash, those three)
-        self._db = self._connect()
-        self._log = None  # private: saves go to the redo log, which _log_lock guards
-        if private:
-            self._log_lock = threading.Lock()
-            self._log = redo.RedoLog(self.directory, int(_meta(self._db, "log", 0)))
-            # Numbers of log files taken from the log and not yet applied, oldest first:
-            # saves put them here, and whoever holds _lock applies them.
-            self._taken = collections.deque(self._log.numbers())  # what a crash left
-            self._apply_taken()
-            self._log_full = threading.Event()
-            self._last_save = time.monotonic()
-            self._closing = False
-            self._applier = threading.Thread(target=self._apply_when_full, daemon=True,
-                                             name="snapshot-kernel redo log")
-            self._applier.start()
-        self._ids = {table: self._db.execute(f"SELECT max(id) FROM {table}").fetchone()[0] or 0
-                     for table in ("groups", "layers")}
-
-    # -- opening ---------------------------------------------------------------------------
-
-    def _connect(self):
-        path = os.path.join(self.directory, "catalog.sqlite")
-        try:
-            # Private: the redo log's rows reach the catalogue in batches, so a statement
-            # kept prepared saves little and would hold its last parameters (5 MB of a
-            # cell's source) until it ran again.
-            db = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
-                                 cached_statements=0 if self.private else 128)
-            if self.private:
-                # No file locks taken and dropped per transaction (the lock is released when
-                # the process dies), and no fsync at checkpoints: a commit is in the page
-                # cache, which outlives the process. Pages of 1 KiB (the directory is
-                # always new): a small save's rows touch ~8 pages, 8 KiB where 4 KiB
-                # pages would be 32.
-                db.execute("PRAGMA page_size=1024")
-                db.execute("PRAGMA locking_mode=EXCLUSIVE")
-            db.execute("PRAGMA journal_mode=WAL")
-            # NORMAL: a commit survives the process dying, and the machine's too once a
-            # checkpoint has synced it; OFF: the process dying only.
-            db.execute(f"PRAGMA synchronous={'OFF' if self.private else 'NORMAL'}")
-            check = db.execute("PRAGMA quick_check").fetchone()[0]
-            if check != "ok":
-                raise StoreError(f"{path} is damaged ({check}); restore it from a backup "
-                                 "or start with another --state-dir")
-            db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{path} cannot be read as a state catalogue ({exc}); restore it "
-                             "from a backup or start with another --state-dir") from None
-        written = dict(db.execute("SELECT key, value FROM meta").fetchall())
-        if written.get("format", persist.FORMAT) != persist.FORMAT:
-            raise StoreError(f"{self.directory} was written as {written['format']!r}; this "
-                             f"server writes {persist.FORMAT!r}. Start the server with the "
-                             "Python that wrote it, or use another --state-dir")
-        db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (persist.FORMAT,))
-        return db
-
-    @contextlib.contextmanager
-    def _writing(self):
-        """Yield a list for the rows of one save; then commit them or, in a private
-        directory, copy them into the redo log as one record. Ids are taken inside."""
-        if self._log is None:
-            with self._transaction() as db:
-                rows = []
-                yield rows
-                _execute(db, rows)
-            return
-        with self._log_lock:
-            rows = []
-            yield rows
-            self._log.append(rows)
-            self._last_save = time.monotonic()
-            full = self._log.records >= _LOG_RECORDS or self._log.size >= _LOG_BYTES
-            if full:
-                self._taken.extend(self._log.take())
-        if full and len(self._taken) > _LOG_FILES_TAKEN:  # the applier has not had a turn
-            with self._lock:
-                self._apply_taken()
-        elif full:
-            self._log_full.set()
-
-    @contextlib.contextmanager
-    def _transaction(self):
-        """The one place that commits: everything inside is written, or nothing. What
-        the redo log holds is applied first, so the catalogue is whole when read."""
-        with self._lock:
-            if self._log is not None:
-                self._apply_log()
-            with self._commit() as db:
-                yield db
-
-    @contextlib.contextmanager
-    def _commit(self):
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            committed = False
-            try:
-                yield self._db
-                self._db.execute("COMMIT")
-                committed = True
-            finally:
-                # Whatever stopped it, an interrupt too; but SQLite may have rolled back
-                # itself (the disk is full), and a second ROLLBACK would hide why.
-                if not committed and self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-
-    # -- the redo log (private directories) ------------------------------------------------
-
-    def _apply_when_full(self):
-        """The applier thread: apply the files a save took from the full log (saves go
-        on meanwhile: they take neither _lock nor, then, _log_lock, and SQLite lets go
-        of the GIL), or the whole log once no save came for _IDLE seconds."""
-        while True:
-            full = self._log_full.wait(_IDLE)
-            self._log_full.clear()
-            if self._closing:
-                return
-            try:
-                if full:
-                    with self._lock:
-                        self._apply_taken()
-                elif self._log.records and time.monotonic() - self._last_save >= _IDLE:
-                    self._apply_log()
-            except (OSError, sqlite3.Error) as exc:  # kept: the next apply tries again
-                print(f"snapshot-kernel: the state directory's redo log could not be "
-                      f"applied yet ({exc})", file=sys.stderr, flush=True)
-
-    def _apply_log(self):
-        """Put everything the redo log holds in the catalogue, and delete it."""
-        with self._lock:
-            with self._log_lock:
-                self._taken.extend(self._log.take())
-            self._apply_taken()
-
-    def _apply_taken(self):
-        """Apply the taken log files, oldest first, each in one transaction that notes
-        it as applied, and delete them: a crash between the two applies it once."""
-        while self._taken:
-            number = self._taken[0]
-            path = self._log.path(number)
-            with self._commit() as db:
-                if int(_meta(db, "log", 0)) < number:
-                    _execute(db, [row for rows in redo.read(path) for row in rows])
-                    db.execute("INSERT OR REPLACE INTO meta VALUES ('log', ?)", (str(number),))
-            os.unlink(path)
-            self._taken.popleft()
+        self._catalogue = Catalogue(self.directory, private)
+        self._ids = {table: self._catalogue.db.execute(
+            f"SELECT max(id) FROM {table}").fetchone()[0] or 0 for table in ("groups", "layers")}
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -330,7 +126,7 @@ class Store:
             # the rest must be what it shares (``alias = obj.items``, ``obj`` holding a lock).
             if self.private or pickled[group][2]:
                 kept[group] = values
-        with self._writing() as rows:
+        with self._catalogue.writing() as rows:
             records = {id(group): self._group_rows(rows, data, blobs, group.weight,
                                                    kept.get(group), pinned=bool(unsaved))
                        for group, (data, blobs, unsaved) in pickled.items()}
@@ -410,13 +206,10 @@ class Store:
             self.shrink()
 
     def shrink(self):
-        """Give SQLite's page cache back to the allocator (``heap.give_back`` then returns
-        it to the system): after deletes, it holds pages of rows that are gone."""
-        with self._lock:
-            self._db.execute("PRAGMA shrink_memory")
+        self._catalogue.shrink()
 
     def _delete(self, name, layer, absorbed):
-        with self._transaction() as db:
+        with self._catalogue.transaction() as db:
             self._settings_keys.clear()  # settings no state uses are deleted: write them again
             db.execute("DELETE FROM states WHERE name = ?", (name,))
             db.execute("DELETE FROM state_settings WHERE state = ?", (name,))
@@ -473,7 +266,7 @@ class Store:
 
     def reset(self, initial):
         """Forget every state; ``initial`` (a fresh one) is the only state left."""
-        with self._transaction() as db:
+        with self._catalogue.transaction() as db:
             self._settings_keys.clear()
             for table in ("states", "layers", "groups", "layer_groups", "group_blobs", "blobs",
                           "running", "settings", "state_settings"):
@@ -497,7 +290,7 @@ class Store:
 
     def _note(self, row):
         try:
-            with self._writing() as rows:
+            with self._catalogue.writing() as rows:
                 rows.append(row)
         except (OSError, sqlite3.Error):
             return False
@@ -508,14 +301,14 @@ class Store:
     def load(self):
         """``(states in creation order, summaries of executions a restart ended)``, or
         None if the directory holds no states yet. Objects load on first use."""
-        rows = self._db.execute("SELECT name, seq, layer, parent, code, created, new_bytes, "
+        rows = self._catalogue.db.execute("SELECT name, seq, layer, parent, code, created, new_bytes, "
                                 "total_bytes, meta FROM states ORDER BY seq").fetchall()
         if not rows:
             return None
         self._check_blobs()
         self.sweep()
         layers, made = {}, _Made(self)
-        for layer_id, base, data in self._db.execute(
+        for layer_id, base, data in self._catalogue.db.execute(
                 "SELECT id, base, changes FROM layers ORDER BY id"):
             layers[layer_id] = self._layer(layer_id, layers.get(base), data, made)
         states, processes = {}, self._processes()
@@ -523,8 +316,8 @@ class Store:
             states[name] = State(name, layers[layer_id], parent, code, new, total,
                                  json.loads(meta), created, processes.get(name))
             self._seq = seq
-        ended = [json.loads(row[0]) for row in self._db.execute("SELECT summary FROM running")]
-        with self._transaction() as db:
+        ended = [json.loads(row[0]) for row in self._catalogue.db.execute("SELECT summary FROM running")]
+        with self._catalogue.transaction() as db:
             db.execute("DELETE FROM running")
         return states, ended
 
@@ -543,23 +336,21 @@ class Store:
     def _processes(self):
         """``{state name: Process}``; states whose settings are equal share one object."""
         made = {}
-        for hash_, data in self._db.execute("SELECT hash, data FROM settings"):
+        for hash_, data in self._catalogue.db.execute("SELECT hash, data FROM settings"):
             made[hash_] = Process.loaded(pickle.loads(data))
         return {name: made[hash_] for name, hash_ in
-                self._db.execute("SELECT state, hash FROM state_settings") if hash_ in made}
+                self._catalogue.db.execute("SELECT state, hash FROM state_settings") if hash_ in made}
 
     def load_group(self, group_id):
-        with self._lock:
-            if self._log is not None:
-                self._apply_log()
-            row = self._db.execute("SELECT data FROM groups WHERE id = ?", (group_id,)).fetchone()
+        with self._catalogue.reading() as db:
+            row = db.execute("SELECT data FROM groups WHERE id = ?", (group_id,)).fetchone()
         if row is None:
             raise StoreError(f"group {group_id} is missing from {self.directory}")
         return persist.loads(row[0], self.blob_dir)
 
     def _check_blobs(self):
         """Every blob the catalogue names is there, whole: else the state dir is damaged."""
-        for name, size in self._db.execute("SELECT name, size FROM blobs"):
+        for name, size in self._catalogue.db.execute("SELECT name, size FROM blobs"):
             path = os.path.join(self.blob_dir, name)
             if not os.path.exists(path) or os.path.getsize(path) != size:
                 raise StoreError(f"{path} is missing or truncated; restore the state "
@@ -567,19 +358,11 @@ class Store:
 
     def sweep(self):
         """Delete files of the blob directory that no state refers to (left by a crash)."""
-        with self._transaction() as db:
+        with self._catalogue.transaction() as db:
             known = {row[0] for row in db.execute("SELECT name FROM blobs")}
         for name in os.listdir(self.blob_dir):
             if name not in known:
                 self._unlink(name)
 
     def close(self):
-        if self._log is not None:
-            self._closing = True
-            self._log_full.set()
-            self._applier.join()
-        with self._lock:
-            if self._log is not None:
-                self._apply_log()
-                self._log.close()
-            self._db.close()
+        self._catalogue.close()
