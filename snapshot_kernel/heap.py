@@ -64,14 +64,17 @@ def give_back():
 
 class Sweeper:
     """Collects the garbage deleted states leave, on a thread of its own, once ``idle()``
-    (no cell runs) has held for ``QUIET`` seconds; deletes that come meanwhile are swept
-    together. A cell that starts during a collection waits for it, as it would for the
-    one it would otherwise have run itself."""
+    (no cell runs) has held for ``QUIET`` seconds and ``settled()`` (the threads of cells
+    that ended have let go of what they held: a reply goes before its thread's frames
+    unwind); deletes that come meanwhile are swept together. A cell that starts during a
+    collection waits for it, as it would for the one it would otherwise have run itself."""
 
     QUIET = 0.05
+    SETTLE = 1.0  # seconds idle past which a thread not settled (a cell that ignored its
+                  # interrupt and runs on) is no longer waited for
 
-    def __init__(self, idle):
-        self._idle = idle
+    def __init__(self, idle, settled=lambda: True):
+        self._idle, self._settled = idle, settled
         self._wanted = threading.Event()
         self._lock = threading.Lock()
         self._thread = None
@@ -99,10 +102,18 @@ class Sweeper:
         while True:
             self._wanted.wait()
             time.sleep(self.QUIET)
-            while not self._closed and not self._idle():
-                time.sleep(self.QUIET)
+            self._wait_for_quiet()
             if self._closed:
                 return
             self._wanted.clear()
             gc.collect()
             give_back()
+
+    def _wait_for_quiet(self):
+        unsettled = 0.0  # seconds idle, not settled
+        while not self._closed:
+            if self._idle():
+                if unsettled >= self.SETTLE or self._settled():
+                    return
+                unsettled += self.QUIET
+            time.sleep(self.QUIET)

@@ -108,7 +108,8 @@ class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Fol
         self._lock = threading.Lock()
         self._states = {INITIAL: self._initial()}
         self._runs = Executions() if keep_results is None else Executions(keep_results)
-        self._sweeper = heap.Sweeper(lambda: not self._running_runs())
+        self._sweeper = heap.Sweeper(lambda: not self._running_runs(),
+                                     lambda: not self._threads.busy())
         self._reserved = {}
         self._generation = 0
         self._closed = False

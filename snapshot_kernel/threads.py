@@ -22,6 +22,7 @@ class CellThreads:
         self.max_idle, self.idle_end = max_idle, idle_end
         self._lock = threading.Lock()
         self._idle = 0
+        self._busy = 0  # jobs submitted and not yet returned
         self._closed = False
         self._jobs = queue.SimpleQueue()
 
@@ -29,6 +30,7 @@ class CellThreads:
         """Run ``job()`` in a thread called ``name``; return at once."""
         with self._lock:
             self._jobs.put((job, name))
+            self._busy += 1
             if self._idle:
                 self._idle -= 1
                 return
@@ -48,12 +50,22 @@ class CellThreads:
             if job is None:  # close(): this idle thread ends
                 return
             threading.current_thread().name = name
-            contextvars.Context().run(job)
-            job = None  # an idle thread must not keep the last cell's objects alive
+            try:
+                contextvars.Context().run(job)
+            finally:
+                job = None  # an idle thread must not keep the last cell's objects alive
+                with self._lock:
+                    self._busy -= 1
             with self._lock:
                 if self._idle >= self.max_idle or self._closed:
                     return
                 self._idle += 1
+
+    def busy(self):
+        """How many jobs have not returned yet: a job may still hold what its cell made
+        after the reply it sent (its frames unwind after that)."""
+        with self._lock:
+            return self._busy
 
     def close(self):
         """End the idle threads now; those running a job end when it ends."""

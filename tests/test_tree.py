@@ -218,6 +218,49 @@ def _wait_for(predicate, seconds=10.0):
     return predicate()
 
 
+def test_the_sweeper_waits_for_a_cell_thread_that_still_holds_the_deleted_state(
+        collections):
+    # The reply goes before the cell's thread lets go of what it held: a sweep between
+    # the two found nothing to collect, and the state's cycles waited for a later cell
+    # (seen in a full run of the suite, under load).
+    import time
+    kernel = SnapshotKernel()
+    finish = kernel._finish
+
+    def slow_to_unwind(run, outcome):
+        finish(run, outcome)
+        time.sleep(0.5)  # the reply is out; this frame still holds the outcome
+
+    kernel._finish = slow_to_unwind
+    try:
+        ok(kernel, CYCLES, new_state_name="cyclic")
+        kernel.delete("cyclic")
+        assert _wait_for(lambda: any(name == "snapshot-kernel-sweeper" and collected >= 5000
+                                     for name, collected in collections)), collections
+        time.sleep(0.8)  # the thread has let go by now
+        import gc
+        assert gc.collect() < 5000  # and the sweeper had waited for it
+    finally:
+        kernel.shutdown()
+
+
+def test_a_thread_that_never_lets_go_holds_the_sweep_back_only_so_long(collections,
+                                                                        monkeypatch):
+    # A cell that ignored its interrupt runs on in its thread: the sweeps still come.
+    import time
+    from snapshot_kernel import heap
+    monkeypatch.setattr(heap.Sweeper, "SETTLE", 0.3)
+    sweeper = heap.Sweeper(idle=lambda: True, settled=lambda: False)
+    try:
+        start = time.monotonic()
+        sweeper.soon()
+        assert _wait_for(lambda: any(name == "snapshot-kernel-sweeper"
+                                     for name, _ in collections)), collections
+        assert time.monotonic() - start >= 0.3
+    finally:
+        sweeper.close()
+
+
 @pytest.mark.parametrize("how", ["delete", "reset"])
 def test_a_deleted_state_s_cycles_are_collected_by_the_sweeper_not_by_a_later_cell(
         collections, how):
