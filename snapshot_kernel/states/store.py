@@ -301,24 +301,24 @@ class Store:
     def load(self):
         """``(states in creation order, summaries of executions a restart ended)``, or
         None if the directory holds no states yet. Objects load on first use."""
-        rows = self._catalogue.db.execute("SELECT name, seq, layer, parent, code, created, new_bytes, "
-                                "total_bytes, meta FROM states ORDER BY seq").fetchall()
+        db = self._catalogue.db
+        rows = db.execute("SELECT name, seq, layer, parent, code, created, new_bytes, "
+                          "total_bytes, meta FROM states ORDER BY seq").fetchall()
         if not rows:
             return None
         self._check_blobs()
         self.sweep()
         layers, made = {}, _Made(self)
-        for layer_id, base, data in self._catalogue.db.execute(
-                "SELECT id, base, changes FROM layers ORDER BY id"):
+        for layer_id, base, data in db.execute("SELECT id, base, changes FROM layers ORDER BY id"):
             layers[layer_id] = self._layer(layer_id, layers.get(base), data, made)
         states, processes = {}, self._processes()
         for name, seq, layer_id, parent, code, created, new, total, meta in rows:
             states[name] = State(name, layers[layer_id], parent, code, new, total,
                                  json.loads(meta), created, processes.get(name))
             self._seq = seq
-        ended = [json.loads(row[0]) for row in self._catalogue.db.execute("SELECT summary FROM running")]
-        with self._catalogue.transaction() as db:
-            db.execute("DELETE FROM running")
+        ended = [json.loads(row[0]) for row in db.execute("SELECT summary FROM running")]
+        with self._catalogue.transaction() as writing:
+            writing.execute("DELETE FROM running")
         return states, ended
 
     def _layer(self, layer_id, base, data, made):
@@ -335,11 +335,11 @@ class Store:
 
     def _processes(self):
         """``{state name: Process}``; states whose settings are equal share one object."""
-        made = {}
-        for hash_, data in self._catalogue.db.execute("SELECT hash, data FROM settings"):
+        made, db = {}, self._catalogue.db
+        for hash_, data in db.execute("SELECT hash, data FROM settings"):
             made[hash_] = Process.loaded(pickle.loads(data))
         return {name: made[hash_] for name, hash_ in
-                self._catalogue.db.execute("SELECT state, hash FROM state_settings") if hash_ in made}
+                db.execute("SELECT state, hash FROM state_settings") if hash_ in made}
 
     def load_group(self, group_id):
         with self._catalogue.reading() as db:
