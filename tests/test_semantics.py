@@ -424,6 +424,24 @@ def test_uncopyable_values_are_shared_usable_and_recorded(kernel):
     assert "lock" in shared["lock"]
 
 
+def test_every_name_reaching_a_shared_value_is_listed_whichever_reached_it_first(kernel):
+    # The copy meets an object once: a name reaching a shared value (or a part of one)
+    # only through an object another name reached first was left out of ``shared``.
+    parent = branch(kernel, "import threading, types\n"
+                            "e = a = [threading.Lock()]\nd = {'k': a}\n"
+                            "v = types.SimpleNamespace(gen=(i for i in range(3)),\n"
+                            "                          items={'k': [1]})\n"
+                            "b = c = [v.items['k']]\nplain = [1]\nalso = plain")
+    child = ok(kernel, "a.append(1)\nc.append(2)", parent)["state_name"]
+    for state in (parent, child):
+        shared = kernel.describe(state)["shared"]
+        assert {"e", "a", "d", "v", "b", "c"} == set(shared), state
+        assert all("lock" in shared[name] for name in "ead")
+        assert all("holds a part of 'v'" in shared[name] for name in "bc")
+    assert printed(kernel, "print(len(d['k']), b[0] is v.items['k'], c is b)", child) == (
+        "2 True True\n")
+
+
 def test_a_container_holding_something_uncopyable_still_isolates_the_rest(kernel):
     parent = branch(kernel, "import threading\nholder = {'lock': threading.Lock(), 'data': [1]}")
     ok(kernel, "holder['data'].append(2)", parent)

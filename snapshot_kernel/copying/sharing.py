@@ -11,6 +11,7 @@ copy of the same cell shares too (``share_whole``: ``states/storage.py`` passes 
 copying in to copying out), though its names no longer reach the value.
 """
 
+import gc
 import itertools
 import types
 
@@ -20,6 +21,7 @@ from .dispatch import ChangedWhileCopied, PartShared
 # which reads the running state's globals (the shared value's reads those of its state).
 _OWN_COPIES = (types.FunctionType, type)
 _MISS = object()
+_NOT_SEARCHED = (types.ModuleType, type, types.FunctionType)
 
 
 class Sharing:
@@ -39,6 +41,30 @@ class Sharing:
 
     def _note_shared(self, reason):
         self.shared.setdefault(self.label, reason)
+
+    def list_reaching(self, source, names, groups):
+        """List under ``shared`` each of ``names`` that reaches a value shared whole, or a
+        part of one, through an object another name's copy met first (``e = a = [lock]``:
+        the copy met the list for ``e`` alone). ``groups`` is ``groups(names)``: only the
+        names grouped with a listed one are searched, through the objects they hold."""
+        found = {key: reason for key, reason in self.shared_reasons.items()}
+        found.update((key, (owner, reason)) for key, (_, owner, reason)
+                     in self.shared_parts.items())
+        if not found:
+            return
+        for name in names:
+            if name in self.shared or not any(other in self.shared
+                                               for other in groups[name][0]):
+                continue
+            key = _first_reached(source[name], found, id(source))
+            if key is None:
+                continue
+            reason = found[key]
+            if type(reason) is tuple:  # a part
+                owner, reason = reason
+                reason = reason if owner == name else PartShared(
+                    f"holds a part of {owner!r}, which is shared: {reason}")
+            self.shared[name] = reason
 
     def hit_part(self, key):
         """A memo hit on a part ``restart`` shared: the name reaching it is listed under
@@ -145,3 +171,19 @@ class Sharing:
             self.shared_whole[key] = (value, name)
             if self.covariables is not None:
                 self.covariables.owned(key, name)
+
+
+def _first_reached(value, keys, namespace_key):
+    """The first of ``keys`` (ids) found among the objects ``value`` holds, or None.
+    Modules, classes and functions are not looked into (they hold whole namespaces)."""
+    seen, todo = {namespace_key}, [value]
+    while todo:
+        obj = todo.pop()
+        key = id(obj)
+        if key in keys:
+            return key
+        if key in seen or isinstance(obj, _NOT_SEARCHED):
+            continue
+        seen.add(key)
+        todo.extend(gc.get_referents(obj))
+    return None

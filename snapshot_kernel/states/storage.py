@@ -448,6 +448,7 @@ class Working:
             touched = [*touched, *added]
             copy_more(copier, self.namespace, added, stored)
             specs = copier.groups(touched)
+        copier.list_reaching(self.namespace, touched, specs)
         kept = self._kept_in_part()
         made, groups, changes = {}, {}, {}
         for name, spec in specs.items():

@@ -279,7 +279,8 @@ def _state():
         "name": TEXT, "timestamp": TIMESTAMP, "parent": nullable(TEXT),
         "code": {**TEXT, "description": "the code that made it"},
         "variables": mapping(variable, "each name's type and repr (cut to 2,000 characters)"),
-        "shared": mapping(TEXT, "names whose values are shared by reference, and why"),
+        "shared": mapping(TEXT, "names whose values are, or hold, something shared by "
+                                "reference, and why"),
         "lost": mapping(TEXT, "unless --in-memory: names that would not survive a crash"),
         "approx_bytes": WHOLE, "shared_bytes": WHOLE,
         "checkpoint": {"const": True}, "progress": nullable(TEXT),
