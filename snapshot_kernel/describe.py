@@ -16,7 +16,8 @@ from . import cell, values
 from .copying.dispatch import is_dunder
 from .copying.stored import reading
 from .runtime import mainmodule, settings
-from .states.storage import GONE, TOUCHED, Working
+from .states.storage import GONE
+from .states.working import TOUCHED, Working
 
 BUDGET = 10.0  # seconds the reprs of one state may take before the reply goes without them
 

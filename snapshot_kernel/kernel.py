@@ -1,7 +1,7 @@
 """SnapshotKernel: immutable namespace states and executions that branch from them.
 
 No running code can reach a stored state: an execution runs on a private
-namespace filled with copies from its source state (see ``storage``), and if
+namespace filled with copies from its source state (see ``working``), and if
 the cell succeeds its result is stored as a new state. The kernel lock guards
 only the tables (states, executions, reserved names); copying and running
 happen outside it, which is safe because stored states never change.
@@ -41,7 +41,8 @@ from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F40
                      positive, seconds_or_none)  # (re-exported for main and tests)
 from .execution import (Execution, Executions, Outcome, judged, kernel_error, new_exec_id,
                         reply_for)
-from .states.storage import TOUCHED, Namespace, State, fresh_namespace, sizes
+from .states.storage import Namespace, State, fresh_namespace, sizes
+from .states.working import TOUCHED
 from .states.store import Store, StoreError
 from .deadlines import Deadlines
 from .running import Running
@@ -67,7 +68,7 @@ class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Fol
                  private_dir=False, max_cell_memory=None, workdir=None):
         """``timeout`` and ``output_limit`` are defaults for executions (None: no
         limit). ``copy_mode`` says what an execution copies in before its cell runs
-        (``storage.Working.open``); buffers of ``copy_on_write`` bytes or more are kept
+        (``working.Working.open``); buffers of ``copy_on_write`` bytes or more are kept
         copy-on-write where the machine allows (None: never). Finished executions'
         records are kept ``keep_results`` seconds (``execution.Executions``). With a
         ``state_dir``, every state is saved there before it is announced, and the states

@@ -19,7 +19,7 @@ from .sandbox import refusals
 from .notebook import magics
 from .execution import (DONE, RUNNING, Outcome, explain_gone, interrupted_error,
                         kernel_error)
-from .states.storage import Working
+from .states.working import Working
 
 
 class Running:

@@ -9,7 +9,7 @@ import helpers
 
 from snapshot_kernel.kernel import SnapshotKernel
 from snapshot_kernel.runtime import settings
-from snapshot_kernel.states.storage import TOUCHED, WHOLE
+from snapshot_kernel.states.working import TOUCHED, WHOLE
 from snapshot_kernel.main import create_app
 
 TOKEN = "test-token"

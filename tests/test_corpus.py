@@ -32,7 +32,7 @@ import pytest
 
 import corpus
 from snapshot_kernel.kernel import SnapshotKernel
-from snapshot_kernel.states.storage import TOUCHED, WHOLE
+from snapshot_kernel.states.working import TOUCHED, WHOLE
 
 # Warnings go to stderr, which is not compared; recorded, they would flood the summary.
 pytestmark = pytest.mark.filterwarnings("ignore")

@@ -16,7 +16,7 @@ import pytest
 from helpers import ok, printed, stdout
 
 from snapshot_kernel.kernel import SnapshotKernel
-from snapshot_kernel.states.storage import TOUCHED, WHOLE
+from snapshot_kernel.states.working import TOUCHED, WHOLE
 
 np = pytest.importorskip("numpy")
 

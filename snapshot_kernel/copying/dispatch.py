@@ -33,7 +33,7 @@ class ChangedWhileCopied(RuntimeError):
 class PartShared(str):
     """Why a name is listed under ``shared`` when it holds a part of a value shared whole
     (``alias = obj.items``, ``obj`` holding a generator): it must be copied with that value
-    to be the part itself (``states.storage``)."""
+    to be the part itself (``states.working``)."""
 
     __slots__ = ()
 

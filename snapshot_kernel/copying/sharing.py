@@ -7,7 +7,7 @@ obj.items``) must hold that very part, or ``alias is obj.items`` would be False 
 plain process says True. ``parts_to_share`` finds the parts; ``share_parts`` shares them
 in what the copy copies from then on, and ``restart`` begins it again with them shared if
 it copied one already. What one copy shared (``shared_values``, ``shared_parts``) a later
-copy of the same cell shares too (``share_whole``: ``states/storage.py`` passes them from
+copy of the same cell shares too (``share_whole``: ``states/working.py`` passes them from
 copying in to copying out), though its names no longer reach the value.
 """
 
