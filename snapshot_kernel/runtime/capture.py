@@ -60,7 +60,7 @@ class ThreadSafeWriter(threading.local):
 
     A ``threading.local``: while a cell's own thread prints to stdout, ``write``
     in that thread alone is the capture's ``fast_stdout().write``, a C function,
-    so ``print`` runs no Python code in it. Every other write comes here.
+    so ``print`` runs Python code there only once per 8 KB. Every other write comes here.
     (``io.TextIOBase`` cannot be a base as well; it is registered instead.)
     """
 

@@ -19,7 +19,7 @@ DEFAULT_FULL_LIMIT = 100 * 1024 * 1024  # bytes of each stream's full text kept 
 PENDING_ITEMS = 1024  # writes that wait in Capture.pending before a writer drains them
 PENDING_TEXT = 8192  # characters of one write that a writer sorts in at once instead
 DRAIN_EVERY = 0.01  # seconds between the drainer's rounds while a fast stdout is open
-THROTTLE = 128  # items waiting (of 8 KB from a fast stdout) past which its cell sorts them
+FAST_ITEMS = 128  # writes of a fast stdout (of 8 KB) waiting past which its cell sorts them
 PLAIN = "stdout"  # the stream whose pending texts go untagged: the one print() writes to
 _NAME, _TEXT = operator.itemgetter(0), operator.itemgetter(1)
 
@@ -33,11 +33,13 @@ class Capture:
 
     Writes wait in ``pending`` (``list.append`` is atomic), in order: a text of
     ``PLAIN``, a ``(stream, text)`` pair, or UTF-8 bytes of ``PLAIN`` from
-    ``fast_stdout``, the stream the cell's own thread prints to, which runs no
-    Python code per write. Every method here first drains ``pending`` under
-    the lock; only the holder of the lock removes from it, only what it read.
-    Writers drain it every ``PENDING_ITEMS`` writes, and the drainer thread every
-    ``DRAIN_EVERY`` s while a fast stdout is open, so what waits stays small.
+    ``fast_stdout``, the stream the cell's own thread prints to, which runs Python
+    code only once per 8 KB. Every method here first drains ``pending`` under the
+    lock; only the holder of the lock removes from it, only what it read. Writers
+    drain it every ``PENDING_ITEMS`` writes (``FAST_ITEMS`` for the fast stdout),
+    so what waits stays small whoever else has a turn; the drainer thread drains
+    it every ``DRAIN_EVERY`` s while a fast stdout is open, so what a cell prints
+    shows while it runs.
     """
 
     def __init__(self, limit=None, image_limit=None, full_limit=DEFAULT_FULL_LIMIT):
@@ -58,10 +60,10 @@ class Capture:
         self._mirrored = []      # texts sorted in, not yet mirrored
 
     def fast_stdout(self):
-        """A text stream whose writes go to ``PLAIN`` without running Python code:
+        """A text stream whose writes go to ``PLAIN``, running Python code once per 8 KB:
         for the cell's own thread. After ``close`` it writes to ``sys.stdout``."""
         if self._fast is None:
-            self._fast = io.TextIOWrapper(_Sink(self.pending.append), encoding="utf-8",
+            self._fast = io.TextIOWrapper(_Sink(self._put_fast), encoding="utf-8",
                                           errors="surrogatepass", newline="")
             _drainer.add(self)
         return self._fast
@@ -76,22 +78,18 @@ class Capture:
             fast.reconfigure(write_through=True)  # flushes what it buffered into pending
             fast.buffer.write = _to_stdout
 
-    def drain_round(self):
-        """The drainer's turn: drain, and make the cell sort in its own prints while
-        ``pending`` fills faster than the drainer empties it (disk speed, for the full
-        text): prints then wait for their output to be kept, as without a fast stdout."""
-        with self._lock:
-            if self._fast is not None:
-                self._fast.buffer.write = (self._put_sorted if len(self.pending) >= THROTTLE
-                                           else self.pending.append)
-        self.drain()
-
-    def _put_sorted(self, data):
-        """``fast_stdout``'s sink while throttled: runs in the cell's thread, which an
-        interrupt may reach here; what it appended is sorted in at the next drain."""
-        self.pending.append(data)
-        with self._lock:
-            self._drain()
+    def _put_fast(self, data):
+        """``fast_stdout``'s sink: the cell's thread sorts in what waits once it is
+        ``FAST_ITEMS`` writes, so a cell printing faster than the drainer drains (which
+        may not get a turn for a while on a busy machine) waits for its output to be
+        kept, as without a fast stdout. An interrupt landing as the thread enters here
+        loses the 8 KB being written; one landing later, nothing (the next drain sorts
+        in what was appended)."""
+        pending = self.pending
+        pending.append(data)
+        if len(pending) >= FAST_ITEMS:
+            with self._lock:
+                self._drain()
 
     def write(self, name, text):
         """Add ``text`` to stream ``name``."""
@@ -292,9 +290,8 @@ def _joined(items):
 
 
 class _Sink:
-    """The binary buffer under ``Capture.fast_stdout``: its ``write`` is the C function
-    it is given (``list.append``), so a print runs no Python code, and ordered writes
-    of several threads stay in order."""
+    """The binary buffer under ``Capture.fast_stdout``: its ``write`` is the function
+    it is given, which the text stream above calls once per 8 KB it buffered."""
 
     closed = False
 
@@ -319,8 +316,8 @@ class _Sink:
 
 class _Drainer:
     """The thread that drains the captures whose fast stdout is open, every
-    ``DRAIN_EVERY`` s: their cells' prints run no Python code that could. It runs
-    while there are such captures, and holds them only weakly."""
+    ``DRAIN_EVERY`` s: their cells' prints drain only past ``FAST_ITEMS`` writes. It
+    runs while there are such captures, and holds them only weakly."""
 
     def __init__(self):
         self._captures = weakref.WeakSet()
@@ -353,7 +350,7 @@ class _Drainer:
                     self._running = False
                     return
             for capture in captures:
-                capture.drain_round()
+                capture.drain()
             del captures, capture
 
     def _before_fork(self):
