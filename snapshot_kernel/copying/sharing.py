@@ -47,7 +47,7 @@ class Sharing:
         part of one, through an object another name's copy met first (``e = a = [lock]``:
         the copy met the list for ``e`` alone). ``groups`` is ``groups(names)``: only the
         names grouped with a listed one are searched, through the objects they hold."""
-        found = {key: reason for key, reason in self.shared_reasons.items()}
+        found = dict(self.shared_reasons)  # id -> reason; for a part, (owner, reason)
         found.update((key, (owner, reason)) for key, (_, owner, reason)
                      in self.shared_parts.items())
         if not found:
