@@ -16,6 +16,7 @@ from .execution import DONE, RUNNING, STARTING, Outcome, reply_for, stuck_error
 POLL = 0.1  # seconds between the supervisor's deadline checks
 FORCE_GRACE = 0.5  # seconds a forced stop lets a plain interrupt work before it replaces
                    # the server process
+RESEND = 0.5  # of the grace: when an interrupt a cell runs on past is sent once more
 # Seconds the supervisor stays without a running execution before it ends: starting a
 # thread under the kernel lock costs a request 0.1-0.2 ms, and an agent's requests come
 # seconds apart. A closed kernel's supervisor ends at its next check.
@@ -75,8 +76,9 @@ class Deadlines:
     def _interrupt_locked(self, run, reason):
         """Interrupt ``run`` once; later calls change nothing.
 
-        Sending only one exception per execution is what makes the window
-        around the cell safe: see ``running.Running._run``.
+        One exception at a time, only between ``_arm`` and ``_disarm``, is what makes
+        the window around the cell safe: see ``running.Running._run``. The one other
+        send is ``_resend_locked``'s, once this one is gone.
         """
         if run.interrupt_reason is not None:
             return
@@ -86,6 +88,21 @@ class Deadlines:
             run.interrupt_requested = True
         elif run.phase == RUNNING:
             run.interrupt_sent = interrupt.raise_in_thread(run.thread_id)
+
+    def _resend_locked(self, run, now):
+        """Send a cell's interrupt once more if, half its grace later, the cell runs on.
+
+        CPython drops an exception raised in a finalizer or a weakref callback (it is
+        "ignored", as unraisable), and a collection runs those in whichever thread it
+        starts in: an interrupt landing there is lost, and the cell would run on to be
+        called stuck. It is sent again only while the cell's own code is on its
+        thread's stack, where the first could have landed too; one still pending is
+        replaced, so one at most is ever pending. A cell that caught it and carries on is
+        interrupted again, as by a second press of Ctrl-C."""
+        if (run.phase == RUNNING and run.interrupt_sent and not run.interrupt_resent
+                and now - run.interrupted_at >= self.grace * RESEND
+                and interrupt.runs_code_of(run.thread_id, run.filename)):
+            run.interrupt_resent = interrupt.raise_in_thread(run.thread_id)
 
     def _start_supervisor_locked(self):
         """Start the supervisor unless it runs. It holds the kernel only while it checks,
@@ -103,6 +120,8 @@ class Deadlines:
         since = run.running_since  # None while it waits for other cells' settings
         if run.timeout is not None and since is not None and now - since >= run.timeout:
             self._interrupt_locked(run, "timeout")
+        if run.interrupt_sent:
+            self._resend_locked(run, now)
         if (not run.done.is_set() and run.interrupted_at is not None
                 and now - run.interrupted_at >= self.grace):
             self._abandon_locked(run, stuck_error(run, self.grace))

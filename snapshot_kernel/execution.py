@@ -87,6 +87,7 @@ class Execution:
     thread_id: Optional[int] = None
     interrupt_requested: bool = False
     interrupt_sent: bool = False
+    interrupt_resent: bool = False  # sent again: the first was lost (``Deadlines._resend_locked``)
     interrupt_reason: Optional[str] = None  # request, timeout, memory, reset, shutdown, ...
     interrupted_at: Optional[float] = None
     stuck: bool = False       # given up on: it has its reply, yet its thread runs on

@@ -77,7 +77,8 @@ class Running:
                 finally:
                     self._disarm(run)
         finally:
-            after = self._leave_settings(run, before, taken, alongside)
+            self._disarm(run)  # again, if an interrupt landed in that one before its lock:
+            after = self._leave_settings(run, before, taken, alongside)  # see _resend_locked
         return outcome if outcome.error is not None else Outcome(outcome.stored, process=after)
 
     def _run_cell(self, run):

@@ -176,6 +176,34 @@ def test_interrupt_before_the_cell_starts_still_stops_it(kernel):
             pytest.fail(f"attempt {attempt}: {error['evalue']}")
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the lost one
+def test_an_interrupt_a_finalizer_swallowed_is_sent_again(kernel, signal_name):
+    # CPython drops an exception raised in __del__ ("Exception ignored in ..."), and a
+    # collection runs finalizers in whichever thread starts it: an interrupt landing in
+    # one is lost. The cell then ran on, was called stuck after the grace, and held the
+    # process's settings; a CI run hung on it once.
+    code = (f"import helpers\n"
+            f"class Finalized:\n"
+            f"    def __del__(self):\n"
+            f"        helpers.{signal_name}.set()\n"
+            f"        while True:\n"
+            f"            pass\n"
+            f"Finalized()\n"
+            f"print('after the finalizer')\n"
+            f"while True:\n"
+            f"    pass")
+    reply = in_background(kernel, code, exec_id="finalized")
+    assert getattr(helpers, signal_name).wait(WAIT)
+    kernel.interrupt("finalized")
+    result = reply()
+    if "did not stop" in result["error"]["evalue"]:
+        _stop_stuck(kernel, "finalized")
+        pytest.fail(result["error"]["evalue"])
+    assert result["error"]["ename"] == "KeyboardInterrupt"
+    assert stdout(result) == "after the finalizer\n"  # the first was lost in __del__
+    assert kernel.execution("finalized")["status"] == "interrupted"
+
+
 def _stop_stuck(kernel, exec_id):
     """Stop a stuck ``while True: pass`` cell, so a failure is reported rather than the
     cells of later tests waiting for it (it holds the process's settings)."""
