@@ -262,6 +262,53 @@ def test_an_interrupt_while_writes_are_sorted_in_loses_and_repeats_nothing(monke
     assert interrupted
 
 
+@pytest.mark.parametrize("inside", ["write", "flush", "put", "display"])
+def test_a_finalizer_printing_while_its_thread_sorts_in_neither_waits_nor_repeats(
+        monkeypatch, inside):
+    # A collection may run a finalizer (a `print` in `__del__`) in the cell's thread while
+    # that thread holds the capture's lock, sorting its writes in: the finalizer's write
+    # must not wait for the lock its own thread holds, nor sort the same batch again.
+    capture = Capture()
+    calls = {
+        "write": lambda: capture.write(PLAIN, "finalizer\n" * 1000),  # long: sorted at once
+        "flush": lambda: (capture.put(PLAIN, "finalizer\n"), capture.drain()),
+        "put": lambda: [capture.put("stderr", "finalizer\n") for _ in range(1100)],
+        "display": lambda: capture.add({"output_type": "display_data",
+                                        "data": {"text/plain": "finalizer"}, "metadata": {}}),
+    }
+    write = Capture._write
+
+    def with_finalizer(self, name, text):
+        write(self, name, text)
+        if not finalized:  # a collection in the middle of the sort
+            finalized.append(True)
+            calls[inside]()
+
+    finalized = []
+    monkeypatch.setattr(Capture, "_write", with_finalizer)
+
+    def printer():
+        fast = capture.fast_stdout()
+        for i in range(200):
+            fast.write(f"{i:04d}" * 2048)  # 8 KB a write: sorted in past FAST_ITEMS
+        fast.flush()
+
+    thread = threading.Thread(target=printer, daemon=True)
+    thread.start()
+    thread.join(WAIT)
+    assert not thread.is_alive(), "the finalizer waited for the lock its thread held"
+    capture.close()
+    outputs = capture.outputs()
+    text = "".join(item["text"] for item in outputs if item.get("name") == PLAIN)
+    assert text.replace("finalizer\n", "") == "".join(f"{i:04d}" * 2048 for i in range(200))
+    found = {"write": text.count("finalizer\n") == 1000, "flush": text.count("finalizer\n") == 1,
+             "put": "".join(item["text"] for item in outputs if item.get("name") == "stderr")
+             == "finalizer\n" * 1100,
+             "display": [item["data"] for item in outputs
+                         if item["output_type"] == "display_data"] == [{"text/plain": "finalizer"}]}
+    assert found[inside]
+
+
 def test_each_stream_has_its_own_budget(kernel):
     code = "import sys\nprint('o' * 500)\nprint('e' * 50, file=sys.stderr)"
     reply = ok(kernel, code, max_output=100)

@@ -50,7 +50,10 @@ class Capture:
         self.checkpoint = None  # the kernel's checkpoint function while the cell runs
         self.pending = []  # writes not yet sorted in: see the class docstring
         self._fast = None  # the TextIOWrapper of fast_stdout, once asked for
-        self._lock = threading.Lock()
+        # Reentrant, and held by the thread sorting in: a collection that runs a finalizer
+        # while it sorts may print from the same thread (``print`` in ``__del__``), which
+        # must neither wait for itself nor sort in midway (``_nested``).
+        self._lock = threading.RLock()
         self._outputs = []
         self._streams = {}  # stream name -> Stream
         self._rich = self._rich_omitted = 0
@@ -87,13 +90,23 @@ class Capture:
         in what was appended)."""
         pending = self.pending
         pending.append(data)
-        if len(pending) >= FAST_ITEMS:
+        if len(pending) >= FAST_ITEMS and not self._nested():
             with self._lock:
                 self._drain()
+
+    def _nested(self):
+        """True in code that runs, in the thread sorting in, while it sorts in: a
+        finalizer a collection ran there. It leaves its writes waiting, for the sort
+        it interrupted or the next: sorting them now would sort the outer sort's
+        writes twice, or change a stream midway."""
+        return self._lock._is_owned()
 
     def write(self, name, text):
         """Add ``text`` to stream ``name``."""
         self._flush_fast()
+        if self._nested():
+            self.pending.append(text if name is PLAIN else (name, text))
+            return
         with self._lock:
             self._drain()
             self._write(name, text)
@@ -121,6 +134,8 @@ class Capture:
     def drain(self):
         """Sort in what the writers left in ``pending``."""
         self._flush_fast()
+        if self._nested():
+            return
         with self._lock:
             self._drain()
 
@@ -201,8 +216,10 @@ class Capture:
         """Add a rich output item (``display_data``, ``execute_result``) in order;
         past ``MAX_RICH_ITEMS`` of them, count the rest instead."""
         self._flush_fast()
+        nested = self._nested()
         with self._lock:
-            self._drain()
+            if not nested:
+                self._drain()
             if self._rich >= MAX_RICH_ITEMS:
                 self._rich_omitted += 1
                 return
