@@ -6,7 +6,7 @@ and its lineage is flattened into its one layer, so no state here made it
 """
 
 from .errors import ResetMeanwhile, StateExists, check_name
-from .states import portable
+from .states import portable, receiving
 
 
 class Porting:
@@ -32,7 +32,7 @@ class Porting:
             self._reserved[name] = held
             generation = self._generation
         try:
-            received = portable.receive(stream, self.buffers)
+            received = receiving.receive(stream, self.buffers)
             state, lost = self._published(name, received, generation)
         except OSError:  # a reset sweeps the state directory: the blobs written may be gone
             if self._reset_since(generation):
