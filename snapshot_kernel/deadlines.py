@@ -95,13 +95,14 @@ class Deadlines:
         CPython drops an exception raised in a finalizer or a weakref callback (it is
         "ignored", as unraisable), and a collection runs those in whichever thread it
         starts in: an interrupt landing there is lost, and the cell would run on to be
-        called stuck. It is sent again only while the cell's own code is on its
-        thread's stack, where the first could have landed too; one still pending is
-        replaced, so one at most is ever pending. A cell that caught it and carries on is
+        called stuck. It is sent again only while the cell's own code runs (``in_code``,
+        which its thread sets around it: ``sys._current_frames`` would tell as well, but
+        a collection inside it that frees a ``threading.local`` deadlocks CPython 3.11),
+        where the first could have landed too; one still pending is replaced, so one at
+        most is ever pending. A cell that caught it and carries on is
         interrupted again, as by a second press of Ctrl-C."""
         if (run.phase == RUNNING and run.interrupt_sent and not run.interrupt_resent
-                and now - run.interrupted_at >= self.grace * RESEND
-                and interrupt.runs_code_of(run.thread_id, run.filename)):
+                and now - run.interrupted_at >= self.grace * RESEND and run.in_code):
             run.interrupt_resent = interrupt.raise_in_thread(run.thread_id)
 
     def _start_supervisor_locked(self):

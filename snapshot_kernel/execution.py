@@ -88,6 +88,7 @@ class Execution:
     interrupt_requested: bool = False
     interrupt_sent: bool = False
     interrupt_resent: bool = False  # sent again: the first was lost (``Deadlines._resend_locked``)
+    in_code: bool = False  # its thread runs the cell's own code (set and read without the lock)
     interrupt_reason: Optional[str] = None  # request, timeout, memory, reset, shutdown, ...
     interrupted_at: Optional[float] = None
     stuck: bool = False       # given up on: it has its reply, yet its thread runs on

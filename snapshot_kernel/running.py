@@ -113,7 +113,11 @@ class Running:
         leave_main = mainmodule.running(namespace)
         try:
             monkeypatches.bind(run.working)  # copies in: runs user code, as the cell
-            value = cell.run_code(body, last, namespace)
+            run.in_code = True  # for ``Deadlines._resend_locked``
+            try:
+                value = cell.run_code(body, last, namespace)
+            finally:
+                run.in_code = False
             if value is not None:
                 data, metadata = display.bundle(value, run.output_limit, self.image_limit)
                 run.capture.add({"output_type": "execute_result", "data": data,

@@ -5,7 +5,6 @@ call returns."""
 
 import ctypes
 import queue
-import sys
 import threading
 import time
 
@@ -28,16 +27,6 @@ def raise_in_thread(thread_id, exc_type=KeyboardInterrupt):
         _set_async_exc(thread_id, ctypes.py_object())
         raise SystemError(f"PyThreadState_SetAsyncExc modified {modified} threads")
     return modified == 1
-
-
-def runs_code_of(thread_id, filename):
-    """True if a frame of ``filename``'s code is on the thread ``thread_id``'s stack."""
-    frame = sys._current_frames().get(thread_id)
-    while frame is not None:
-        if frame.f_code.co_filename == filename:
-            return True
-        frame = frame.f_back
-    return False
 
 
 def clear_pending(thread_id):
