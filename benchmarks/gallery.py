@@ -5,6 +5,8 @@ against a fresh plain process replaying each example.
     python benchmarks/gallery.py --quick          # the three shortest files: a smoke run
     python benchmarks/gallery.py --examples DIR   # every plot_*.py under DIR (sklearn's examples/)
     python benchmarks/gallery.py --only kmeans    # the examples whose file name holds "kmeans"
+    python benchmarks/gallery.py --pause 1        # 1 s between cells, as an agent reading replies
+    python benchmarks/gallery.py --server-option=--no-gc-freeze  # a server option (repeatable)
 
 A program, not a test: it prints figures and exits 0 whatever they are, and 1 only if a
 measurement failed (an HTTP error, a crashed server process, a cell past its timeout): a
@@ -351,17 +353,19 @@ def execute(server, code, source, name):
     return seconds, reply
 
 
-def on_server(server, number, cells):
+def on_server(server, number, cells, pause=0.0):
     """``[(cell, branch, seconds, Shown)]``: the chain, then the middle and last cells again
-    on their parents. The example's states are deleted at the end."""
+    on their parents, ``pause`` seconds apart. The example's states are deleted at the end."""
     parents, runs, source = [], [], "initial"
     for index, code in enumerate(cells):
         parents.append(source)
+        time.sleep(pause)
         seconds, reply = execute(server, code, source, f"g{number}-c{index}")
         runs.append((index, False, seconds, shown_by_server(reply)))
         if reply["state_name"] is not None:
             source = reply["state_name"]
     for index in sorted({len(cells) // 2, len(cells) - 1}):
+        time.sleep(pause)
         seconds, reply = execute(server, cells[index], parents[index], f"g{number}-b{index}")
         runs.append((index, True, seconds, shown_by_server(reply)))
     for name in server.request("GET", "/states")["states"]:
@@ -374,12 +378,12 @@ def as_shown(run):
     return shown(run["stdout"], run["result"], run["error"], run["figures"])
 
 
-def measure_example(server, number, path):
+def measure_example(server, number, path, pause=0.0):
     """The executions of one example, each against its plain run."""
     with open(path, encoding="utf-8") as source:
         cells = split_cells(source.read())
     first = replayed(path)
-    runs = on_server(server, number, cells)
+    runs = on_server(server, number, cells, pause)
     second = replayed(path)
     expected = [as_shown(run) for run in first]
     stable = [as_shown(one) == as_shown(two) for one, two in zip(first, second)]
@@ -513,15 +517,16 @@ def chosen(args):
     return paths
 
 
-def measure(paths):
+def measure(paths, pause=0.0, options=()):
     examples = []
-    with running("product") as server:
+    with running("product", options) as server:
         for number, path in enumerate(paths):
             name = os.path.relpath(path, HERE) if path.startswith(HERE) else path
             print(f"   ... {name}", file=sys.stderr, flush=True)
             example = Example(os.path.basename(path)[:-3], [])
             try:
-                example.cells, example.executions = measure_example(server, number, path)
+                example.cells, example.executions = measure_example(server, number, path,
+                                                                    pause)
             except harness.MEASURE_ERRORS as exc:
                 example.failed = harness.failure(exc)
             examples.append(example)
@@ -536,6 +541,11 @@ def main(argv=None):
     parser.add_argument("--only", help="the examples whose file name holds this")
     parser.add_argument("--quick", action="store_true",
                         help=f"the {QUICK_EXAMPLES} smallest files only: a smoke run")
+    parser.add_argument("--pause", type=float, default=0.0,
+                        help="seconds between cells on the server (default 0: back to back), "
+                             "as a client that reads each reply before the next")
+    parser.add_argument("--server-option", action="append", default=[],
+                        help="an option for the server's command line (repeatable)")
     parser.add_argument("--plain", help=argparse.SUPPRESS)  # the oracle's example ...
     parser.add_argument("--into", help=argparse.SUPPRESS)  # ... and where its runs go
     args = parser.parse_args(argv)
@@ -551,7 +561,7 @@ def main(argv=None):
     paths = chosen(args)
     print(f"python {sys.version.split()[0]}; scikit-learn {sklearn.__version__}; "
           f"{len(paths)} examples from {args.examples}")
-    examples = measure(paths)
+    examples = measure(paths, args.pause, args.server_option)
     print_examples(examples)
     print_totals(examples)
     print(f"\n(ran in {time.perf_counter() - started:.0f} s)")

@@ -159,6 +159,10 @@ def _add_kernel_options(parser):
     parser.add_argument("--copy-on-write", type=_positive_int, default=cow.THRESHOLD,
                         help="numpy buffers of this many bytes or more are mapped "
                              f"copy-on-write, not copied (default {cow.THRESHOLD})")
+    parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
+                        help="leave what earlier cells made in the cyclic garbage "
+                             "collector's reach (by default it is frozen once a cell ends "
+                             "and the server is idle, so collections inside cells skip it)")
 
 
 def private_state_dir(args):
@@ -294,7 +298,8 @@ def kernel_from(args, crash=None, journal=None):
                             max_memory=args.max_memory, crash=crash, journal=journal,
                             private_dir=args.private_dir,
                             max_cell_memory=cell_memory_limit(args.max_cell_memory),
-                            workdir=os.getcwd())  # (enter_workdir went there)
+                            workdir=os.getcwd(),  # (enter_workdir went there)
+                            gc_freeze=args.gc_freeze)  # (the process is the kernel's)
 
 
 def cell_memory_limit(flag):

@@ -18,6 +18,15 @@ the cyclic collector, whose next full collection comes when the process has made
 new objects: inside some later cell, which then paid for the deleted states (3 s for a
 cell after ``plot_hdbscan``'s states went, in ``benchmarks/gallery.py``). So a
 ``Sweeper`` collects once no cell runs.
+
+A full collection goes through every object the process tracks: every stored state's,
+though no cell can change them (0.7-1.1 s in cells of ``plot_hdbscan`` that ran 0.25-2 s in
+one process). In a process of its own (``freeze``), once a cell ended and the process is
+idle, the sweeper collects what is new since the last such moment and freezes the rest
+(``gc.freeze``): a collection inside a later cell then goes through what that cell made.
+What froze and dies later (a deleted state) needs a full sweep: after each delete, as
+without freezing, and once the frozen objects doubled since the last one (other objects
+that froze and died: a library's caches), so that costs O(1) per object frozen.
 """
 
 import ctypes
@@ -67,24 +76,39 @@ class Sweeper:
     (no cell runs) has held for ``QUIET`` seconds and ``settled()`` (the threads of cells
     that ended have let go of what they held: a reply goes before its thread's frames
     unwind); deletes that come meanwhile are swept together. A cell that starts during a
-    collection waits for it, as it would for the one it would otherwise have run itself."""
+    collection waits for it, as it would for the one it would otherwise have run itself.
+    With ``freeze``, it also settles what each cell left (see the module's docstring)."""
 
     QUIET = 0.05
     SETTLE = 1.0  # seconds idle past which a thread not settled (a cell that ignored its
                   # interrupt and runs on) is no longer waited for
+    FLOOR = 100_000  # objects frozen since the last full sweep that never ask for another
 
-    def __init__(self, idle, settled=lambda: True):
+    def __init__(self, idle, settled=lambda: True, freeze=False):
         self._idle, self._settled = idle, settled
         self._wanted = threading.Event()
         self._lock = threading.Lock()
         self._thread = None
         self._closed = False
+        self._freeze = freeze
+        self._full = False  # a sweep asked for by ``soon``, not only a settling
+        self._swept = None  # objects frozen after the last full sweep (None: none yet)
+        self.rounds = 0     # sweeps and settlings done (for tests: one is over)
 
     def soon(self):
         """Sweep once no cell runs; started on first use."""
+        self._ask(full=True)
+
+    def cell_ended(self):
+        """A cell ended: with ``freeze``, settle what it left once no cell runs."""
+        if self._freeze:
+            self._ask(full=False)
+
+    def _ask(self, full):
         with self._lock:
             if self._closed:
                 return
+            self._full |= full
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, daemon=True,
                                                 name="snapshot-kernel-sweeper")
@@ -97,6 +121,8 @@ class Sweeper:
         self._wanted.set()
         if thread is not None:
             thread.join(1.0)
+        if self._freeze and (thread is None or not thread.is_alive()):
+            gc.unfreeze()  # the process may go on (a test): its objects in reach again
 
     def _loop(self):
         while True:
@@ -106,9 +132,28 @@ class Sweeper:
             if self._closed:
                 return
             self._wanted.clear()
-            gc.collect()
-            give_back()
+            with self._lock:
+                full, self._full = self._full, False
+            if not self._freeze:
+                gc.collect()
+            else:
+                full = full or self._swept is None  # the first: nothing is frozen yet
+                if not full:
+                    self._settle()
+                if full or gc.get_freeze_count() > 2 * self._swept + self.FLOOR:
+                    gc.unfreeze()
+                    self._settle()
+                    self._swept = gc.get_freeze_count()
+            if full:
+                give_back()
+            self.rounds += 1
 
+    @staticmethod
+    def _settle():
+        """Collect what the collector reaches, and freeze what is left."""
+        if gc.collect():  # a figure's cycles need two: a finalizer holds some back
+            gc.collect()
+        gc.freeze()
     def _wait_for_quiet(self):
         unsettled = 0.0  # seconds idle, not settled
         while not self._closed:

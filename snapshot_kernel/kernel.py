@@ -65,7 +65,7 @@ class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Fol
                  image_limit=DEFAULT_IMAGE_LIMIT, copy_on_write=cow.THRESHOLD,
                  keep_results=None, full_output_limit=capture.DEFAULT_FULL_LIMIT,
                  state_dir=None, max_memory=None, crash=None, journal=None,
-                 private_dir=False, max_cell_memory=None, workdir=None):
+                 private_dir=False, max_cell_memory=None, workdir=None, gc_freeze=False):
         """``timeout`` and ``output_limit`` are defaults for executions (None: no
         limit). ``copy_mode`` says what an execution copies in before its cell runs
         (``working.Working.open``); buffers of ``copy_on_write`` bytes or more are kept
@@ -83,7 +83,9 @@ class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Fol
         cells run; past it, the running cells are interrupted with a MemoryError
         (``memory``). None: no limit. ``workdir``: where cells run unless their state
         chose another directory (default: the process's current directory as each cell
-        starts)."""
+        starts). ``gc_freeze``: what cells leave is frozen out of the cyclic collector's
+        reach as each ends, and swept when idle (``heap.Sweeper``); process-wide, so for
+        a process the kernel has to itself (a server's)."""
         for patch in (capture, interrupt, plots, display, checkpoints, mainmodule, heap):
             patch.install()
         kinds.install(capture.INHERITED)
@@ -110,7 +112,7 @@ class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Fol
         self._states = {INITIAL: self._initial()}
         self._runs = Executions() if keep_results is None else Executions(keep_results)
         self._sweeper = heap.Sweeper(lambda: not self._running_runs(),
-                                     lambda: not self._threads.busy())
+                                     lambda: not self._threads.busy(), freeze=gc_freeze)
         self._reserved = {}
         self._generation = 0
         self._closed = False

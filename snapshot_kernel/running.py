@@ -46,6 +46,7 @@ class Running:
         if run.interrupt_reason == "memory":  # what it grew went back to malloc only: give
             heap.give_back()                  # it to the system, or the next cell is stopped
         self._finish(run, outcome)
+        self._sweeper.cell_ended()
 
     def _attempt(self, run):
         """Compile the cell, then run it between the gate of process-wide settings,

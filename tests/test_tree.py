@@ -261,19 +261,96 @@ def test_a_thread_that_never_lets_go_holds_the_sweep_back_only_so_long(collectio
         sweeper.close()
 
 
+@pytest.mark.parametrize("gc_freeze", [False, True])
 @pytest.mark.parametrize("how", ["delete", "reset"])
 def test_a_deleted_state_s_cycles_are_collected_by_the_sweeper_not_by_a_later_cell(
-        collections, how):
-    kernel = SnapshotKernel()
+        collections, how, gc_freeze):
+    import gc
+    kernel = SnapshotKernel(gc_freeze=gc_freeze)
     try:
         ok(kernel, CYCLES, new_state_name="cyclic")
+        if gc_freeze:  # the state's objects were frozen out of the collector's reach
+            assert _wait_for(lambda: kernel._sweeper.rounds == 1)
+            collections.clear()  # (the settling collected the cell's own cycles)
         kernel.delete("cyclic") if how == "delete" else kernel.reset()
         assert _wait_for(lambda: any(name == "snapshot-kernel-sweeper" and collected >= 5000
                                      for name, collected in collections)), collections
-        import gc
+        gc.unfreeze()  # (frozen garbage would be out of this collection's reach too)
         assert gc.collect() < 5000  # nothing of the state was left for a cell to collect
     finally:
         kernel.shutdown()
+
+
+# What a collection inside a cell goes through: with gc_freeze, what that cell made.
+OBJECTS_SEEN = "import gc\nlen(gc.get_objects())"
+
+
+@pytest.mark.parametrize("gc_freeze", [False, True])
+def test_with_gc_freeze_a_cell_s_collections_do_not_go_through_the_stored_states(gc_freeze):
+    import gc
+    kernel = SnapshotKernel(gc_freeze=gc_freeze)
+    try:
+        state = ok(kernel, "rows = [[i] for i in range(200_000)]")["state_name"]
+        if gc_freeze:
+            assert _wait_for(lambda: kernel._sweeper.rounds == 1)  # settled once idle
+        seen = int(ok(kernel, OBJECTS_SEEN, state)["output"][-1]["data"]["text/plain"])
+        assert (seen < 50_000) if gc_freeze else (seen > 200_000)
+    finally:
+        kernel.shutdown()
+    assert gc.get_freeze_count() == 0  # a kernel that stops leaves the process as it was
+
+
+def test_with_gc_freeze_the_cycles_a_cell_left_are_collected_not_frozen(monkeypatch):
+    import builtins
+    kernel = SnapshotKernel(gc_freeze=True)
+    monkeypatch.setattr(builtins, "_freeze_test_refs", [], raising=False)
+    code = ("import builtins, weakref\n"
+            "class Cyclic:\n    pass\n"
+            "garbage = Cyclic()\ngarbage.me = garbage\n"
+            "builtins._freeze_test_refs.append(weakref.ref(garbage))\n"
+            "del garbage")
+    try:
+        ok(kernel, "1")
+        assert _wait_for(lambda: kernel._sweeper.rounds == 1)  # the first: a full sweep
+        ok(kernel, code)
+        assert _wait_for(lambda: kernel._sweeper.rounds == 2)  # a settling
+        assert builtins._freeze_test_refs[0]() is None
+    finally:
+        kernel.shutdown()
+
+
+def test_with_gc_freeze_frozen_objects_that_die_are_swept_once_the_frozen_doubled(monkeypatch):
+    # A delete asks for a full sweep; what else froze alive and died since (a library's
+    # cache) is swept once the frozen objects doubled, so it cannot pile up for good.
+    import gc
+    import weakref
+    from snapshot_kernel import heap
+    sweeper = heap.Sweeper(idle=lambda: True, freeze=True)
+
+    def cell_ended():
+        rounds = sweeper.rounds
+        sweeper.cell_ended()
+        assert _wait_for(lambda: sweeper.rounds > rounds)
+
+    class Cached:
+        pass
+
+    try:
+        cell_ended()  # the first: a full sweep
+        held = [Cached()]
+        held[0].me = held[0]
+        ref = weakref.ref(held[0])
+        cell_ended()  # frozen, alive
+        held.clear()  # dies frozen: out of reach of the collections that settle cells
+        cell_ended()
+        assert ref() is not None
+        grown = [[i] for i in range(gc.get_freeze_count() + heap.Sweeper.FLOOR)]
+        cell_ended()  # these froze: they doubled what the last full sweep left
+        assert ref() is None, "a frozen object that died was never swept"
+        assert grown
+    finally:
+        sweeper.close()
+    assert gc.get_freeze_count() == 0
 
 
 def test_the_sweeper_waits_for_running_cells(collections, monkeypatch):
