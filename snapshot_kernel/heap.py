@@ -24,6 +24,8 @@ though no cell can change them (0.7-1.1 s in cells of ``plot_hdbscan`` that ran 
 one process). In a process of its own (``freeze``), once a cell ended and the process is
 idle, the sweeper collects what is new since the last such moment and freezes the rest
 (``gc.freeze``): a collection inside a later cell then goes through what that cell made.
+It does so only once cells made ``SETTLE_BLOCKS`` memory blocks since: the collection is
+not free, and a cell that comes while it runs waits for it.
 What froze and dies later (a deleted state) needs a full sweep: after each delete, as
 without freezing, and once the frozen objects doubled since the last one (other objects
 that froze and died: a library's caches), so that costs O(1) per object frozen.
@@ -33,6 +35,7 @@ import ctypes
 import ctypes.util
 import gc
 import platform
+import sys
 import threading
 import time
 
@@ -83,6 +86,10 @@ class Sweeper:
     SETTLE = 1.0  # seconds idle past which a thread not settled (a cell that ignored its
                   # interrupt and runs on) is no longer waited for
     FLOOR = 100_000  # objects frozen since the last full sweep that never ask for another
+    # Memory blocks made since the last settling below which a cell's end settles nothing:
+    # a small cell's few objects are the young collections' (in the gallery, settlings
+    # after cells of under a millisecond landed in the next cell: 20-30 ms).
+    SETTLE_BLOCKS = 100_000
 
     def __init__(self, idle, settled=lambda: True, freeze=False):
         self._idle, self._settled = idle, settled
@@ -94,6 +101,7 @@ class Sweeper:
         self._full = False  # a sweep asked for by ``soon``, not only a settling
         self._swept = None  # objects frozen after the last full sweep (None: none yet)
         self.rounds = 0     # sweeps and settlings done (for tests: one is over)
+        self._blocks = 0    # sys.getallocatedblocks() after the last settling
 
     def soon(self):
         """Sweep once no cell runs; started on first use."""
@@ -136,24 +144,29 @@ class Sweeper:
                 full, self._full = self._full, False
             if not self._freeze:
                 gc.collect()
-            else:
-                full = full or self._swept is None  # the first: nothing is frozen yet
-                if not full:
-                    self._settle()
-                if full or gc.get_freeze_count() > 2 * self._swept + self.FLOOR:
-                    gc.unfreeze()
-                    self._settle()
-                    self._swept = gc.get_freeze_count()
+            elif full or self._swept is None:  # (the first: nothing is frozen yet)
+                self._sweep_all()
+            elif sys.getallocatedblocks() - self._blocks >= self.SETTLE_BLOCKS:
+                self._settle()
+                if gc.get_freeze_count() > 2 * self._swept + self.FLOOR:
+                    self._sweep_all()
             if full:
                 give_back()
             self.rounds += 1
 
-    @staticmethod
-    def _settle():
+    def _sweep_all(self):
+        """Collect what is frozen too, and freeze what is left."""
+        gc.unfreeze()
+        self._settle()
+        self._swept = gc.get_freeze_count()
+
+    def _settle(self):
         """Collect what the collector reaches, and freeze what is left."""
         if gc.collect():  # a figure's cycles need two: a finalizer holds some back
             gc.collect()
         gc.freeze()
+        self._blocks = sys.getallocatedblocks()
+
     def _wait_for_quiet(self):
         unsettled = 0.0  # seconds idle, not settled
         while not self._closed:

@@ -305,6 +305,7 @@ def test_with_gc_freeze_the_cycles_a_cell_left_are_collected_not_frozen(monkeypa
     kernel = SnapshotKernel(gc_freeze=True)
     monkeypatch.setattr(builtins, "_freeze_test_refs", [], raising=False)
     code = ("import builtins, weakref\n"
+            "rows = [[i] for i in range(200_000)]\n"  # enough to be settled
             "class Cyclic:\n    pass\n"
             "garbage = Cyclic()\ngarbage.me = garbage\n"
             "builtins._freeze_test_refs.append(weakref.ref(garbage))\n"
@@ -325,6 +326,7 @@ def test_with_gc_freeze_frozen_objects_that_die_are_swept_once_the_frozen_double
     import gc
     import weakref
     from snapshot_kernel import heap
+    monkeypatch.setattr(heap.Sweeper, "SETTLE_BLOCKS", 0)  # every end settles
     sweeper = heap.Sweeper(idle=lambda: True, freeze=True)
 
     def cell_ended():
