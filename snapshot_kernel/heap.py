@@ -127,9 +127,9 @@ class Sweeper:
         with self._lock:
             self._closed, thread = True, self._thread
         self._wanted.set()
-        if thread is not None:
-            thread.join(1.0)
-        if self._freeze and (thread is None or not thread.is_alive()):
+        if thread is not None:  # (a freezing one is waited for: it ends after its round)
+            thread.join(None if self._freeze else 1.0)
+        if self._freeze:
             gc.unfreeze()  # the process may go on (a test): its objects in reach again
 
     def _loop(self):
