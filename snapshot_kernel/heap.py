@@ -127,10 +127,10 @@ class Sweeper:
         with self._lock:
             self._closed, thread = True, self._thread
         self._wanted.set()
-        if thread is not None:  # (a freezing one is waited for: it ends after its round)
-            thread.join(None if self._freeze else 1.0)
-        if self._freeze:
-            gc.unfreeze()  # the process may go on (a test): its objects in reach again
+        if thread is not None:  # (a finalizer a collection runs may block: not for long)
+            thread.join(1.0)
+        if self._freeze:  # the process may go on (a test): its objects in reach again. A
+            gc.unfreeze()  # round still running then freezes nothing (``_settle``)
 
     def _loop(self):
         while True:
@@ -156,7 +156,8 @@ class Sweeper:
 
     def _sweep_all(self):
         """Collect what is frozen too, and freeze what is left."""
-        gc.unfreeze()
+        if not self._closed:  # (a closed one leaves the process's freezing to others)
+            gc.unfreeze()
         self._settle()
         self._swept = gc.get_freeze_count()
 
@@ -164,7 +165,8 @@ class Sweeper:
         """Collect what the collector reaches, and freeze what is left."""
         if gc.collect():  # a figure's cycles need two: a finalizer holds some back
             gc.collect()
-        gc.freeze()
+        if not self._closed:
+            gc.freeze()
         self._blocks = sys.getallocatedblocks()
 
     def _wait_for_quiet(self):
