@@ -83,9 +83,9 @@ class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Fol
         cells run; past it, the running cells are interrupted with a MemoryError
         (``memory``). None: no limit. ``workdir``: where cells run unless their state
         chose another directory (default: the process's current directory as each cell
-        starts). ``gc_freeze``: what cells leave is frozen out of the cyclic collector's
-        reach as each ends, and swept when idle (``heap.Sweeper``); process-wide, so for
-        a process the kernel has to itself (a server's)."""
+        starts). ``gc_freeze``: once a cell ended and none runs, what the process holds
+        is collected and frozen out of the cyclic collector's reach (``heap.Sweeper``);
+        process-wide, so for a process the kernel has to itself (a server's)."""
         for patch in (capture, interrupt, plots, display, checkpoints, mainmodule, heap):
             patch.install()
         kinds.install(capture.INHERITED)
