@@ -297,7 +297,6 @@ def test_with_gc_freeze_a_cell_s_collections_do_not_go_through_the_stored_states
         assert (seen < 50_000) if gc_freeze else (seen > 200_000)
     finally:
         kernel.shutdown()
-    assert gc.get_freeze_count() == 0  # a kernel that stops leaves the process as it was
 
 
 def test_with_gc_freeze_the_cycles_a_cell_left_are_collected_not_frozen(monkeypatch):
@@ -320,13 +319,39 @@ def test_with_gc_freeze_the_cycles_a_cell_left_are_collected_not_frozen(monkeypa
         kernel.shutdown()
 
 
+class _Collector:
+    """The ``gc`` functions a freezing sweeper calls, over counted objects: the process's
+    own collector is shared by every sweeper a test run leaves behind."""
+
+    def __init__(self):
+        self.live, self.dead, self.frozen_live, self.frozen_dead = 0, 0, 0, 0
+
+    def collect(self):
+        found, self.dead = self.dead, 0
+        return found
+
+    def freeze(self):
+        self.frozen_live += self.live
+        self.frozen_dead += self.dead
+        self.live = self.dead = 0
+
+    def unfreeze(self):
+        self.live += self.frozen_live
+        self.dead += self.frozen_dead
+        self.frozen_live = self.frozen_dead = 0
+
+    def get_freeze_count(self):
+        return self.frozen_live + self.frozen_dead
+
+
 def test_with_gc_freeze_frozen_objects_that_die_are_swept_once_the_frozen_doubled(monkeypatch):
     # A delete asks for a full sweep; what else froze alive and died since (a library's
     # cache) is swept once the frozen objects doubled, so it cannot pile up for good.
-    import gc
-    import weakref
     from snapshot_kernel import heap
+    collector = _Collector()
+    monkeypatch.setattr(heap, "gc", collector)
     monkeypatch.setattr(heap.Sweeper, "SETTLE_BLOCKS", 0)  # every end settles
+    monkeypatch.setattr(heap.Sweeper, "FLOOR", 100)
     sweeper = heap.Sweeper(idle=lambda: True, freeze=True)
 
     def cell_ended():
@@ -334,25 +359,24 @@ def test_with_gc_freeze_frozen_objects_that_die_are_swept_once_the_frozen_double
         sweeper.cell_ended()
         assert _wait_for(lambda: sweeper.rounds > rounds)
 
-    class Cached:
-        pass
-
     try:
+        collector.live = 1000
         cell_ended()  # the first: a full sweep
-        held = [Cached()]
-        held[0].me = held[0]
-        ref = weakref.ref(held[0])
-        cell_ended()  # frozen, alive
-        held.clear()  # dies frozen: out of reach of the collections that settle cells
+        assert collector.frozen_live == 1000
+        collector.live, collector.dead = 50, 30  # what a cell made, and its cycles
         cell_ended()
-        assert ref() is not None
-        grown = [[i] for i in range(gc.get_freeze_count() + heap.Sweeper.FLOOR)]
-        cell_ended()  # these froze: they doubled what the last full sweep left
-        assert ref() is None, "a frozen object that died was never swept"
-        assert grown
+        assert (collector.frozen_live, collector.frozen_dead, collector.dead) == (1050, 0, 0)
+        collector.frozen_live -= 40  # froze alive, then died: out of a settling's reach
+        collector.frozen_dead += 40
+        collector.live = 500
+        cell_ended()
+        assert collector.frozen_dead == 40  # 1,590 frozen: not past 2 x 1,000 + 100
+        collector.live = 600
+        cell_ended()  # 2,150 frozen: past it, so all of them are swept
+        assert collector.frozen_dead == 0 and collector.frozen_live == 2110
     finally:
         sweeper.close()
-    assert gc.get_freeze_count() == 0
+    assert collector.get_freeze_count() == 0  # a kernel that stops unfreezes
 
 
 def test_the_sweeper_waits_for_running_cells(collections, monkeypatch):
