@@ -1,11 +1,11 @@
 """What a crashed server process leaves to the next one: how it died, and what it ran.
 
 The supervisor (``supervisor.py``) forks each server process. When one dies
-unasked, it reads the wait status (``cause_of``), compares the counts of the
-kernel's OOM kills from before and after (``oom_kills``), and hands a ``Crash``
-to the next server process, which reports the executions that were running as
-``crashed``. The next process is forked from the supervisor, so the ``Crash``
-reaches it as an argument, in the memory it starts with.
+unasked, it reads the wait status and compares the counts of the kernel's OOM
+kills from before and after (``deaths.py``), and hands a ``Crash`` to the next
+server process, which reports the executions that were running as ``crashed``.
+The next process is forked from the supervisor, so the ``Crash`` reaches it as an
+argument, in the memory it starts with.
 
 Which executions were running: a ``Journal``, a table in memory shared by the
 supervisor and its server processes, which outlives the process that writes it:
@@ -32,7 +32,6 @@ execution stopped, the others crashed because of it (``Crash.stopped``).
 import mmap
 import os
 import re
-import signal
 import struct
 import threading
 import time
@@ -61,7 +60,7 @@ FORCED_EXIT = 75   # the exit status of a server process ended by a forced stop
 
 @dataclass(frozen=True)
 class Crash:
-    """How the last server process died (``cause_of``), when, the executions the journal
+    """How the last server process died (``deaths.cause_of``), when, the executions the journal
     says it was running (summaries, as ``states.store`` keeps them, with their
     ``output``), and the one a forced stop ended it for, if one did (``stopped``)."""
 
@@ -319,94 +318,3 @@ def _summary(record):
     return {"exec_id": exec_id, "state_name": state_name,
             "new_state_name": new_state_name or None, "started": started, "timeout": timeout,
             "progress": None, "checkpoints": [], "saving": saving[0] if saving else None}
-
-
-# -- the cause ----------------------------------------------------------------------------
-
-
-def cause_of(status, oom_before, oom_after):
-    """What ``crash`` says of a server process that ended with wait ``status``: the signal
-    or exit status, and whether the OOM killer likely did it (a SIGKILL while one of
-    ``oom_kills()``'s counts rose: the same evidence an operator would read)."""
-    if os.WIFSIGNALED(status):
-        signum = os.WTERMSIG(status)
-        name = _signal_name(signum)
-        cause = f"was killed by {name}"
-        description = signal.strsignal(signum)
-        if description:
-            cause += f" ({description})"
-        evidence = _oom_evidence(oom_before, oom_after) if signum == signal.SIGKILL else None
-        if evidence:
-            cause += f", likely out of memory: {evidence}"
-        return {"cause": cause, "signal": name, "exit_status": None,
-                "likely_out_of_memory": bool(evidence)}
-    code = os.waitstatus_to_exitcode(status)
-    return {"cause": f"exited with status {code} (os._exit, or exit() in C code)",
-            "signal": None, "exit_status": code, "likely_out_of_memory": False}
-
-
-def forced_cause(exec_id):
-    """What ``crash`` says of a server process a forced stop of ``exec_id`` ended."""
-    return {"cause": f"was replaced to stop execution {exec_id!r}, which a forced interrupt "
-                     "(POST /interrupt with \"force\": true) asked for",
-            "signal": None, "exit_status": FORCED_EXIT, "likely_out_of_memory": False}
-
-
-def _signal_name(signum):
-    try:
-        return signal.Signals(signum).name
-    except ValueError:  # a real-time signal, which has no name
-        return f"signal {signum}"
-
-
-def _oom_evidence(before, after):
-    rose = [f"{where} counts {after[where] - count} more OOM kill(s)"
-            for where, count in before.items() if after.get(where, count) > count]
-    return "; ".join(rose)
-
-
-def oom_kills(proc="/proc", cgroups="/sys/fs/cgroup"):
-    """``{file: count of OOM kills}`` from every source readable here: this process's
-    memory cgroup (v2 ``memory.events``, v1 ``memory.oom_control``), then the whole
-    machine's (``/proc/vmstat``)."""
-    counts = {}
-    files = cgroup_files(proc, cgroups, "memory.events", "memory.oom_control")
-    for path in files + [os.path.join(proc, "vmstat")]:
-        count = _oom_kill_line(path)
-        if count is not None:
-            counts[path] = count
-    return counts
-
-
-def cgroup_files(proc, cgroups, v2_name, v1_name):
-    """The paths of file ``v2_name`` (cgroup v2) or ``v1_name`` (v1) of this process's
-    memory cgroup, where they would be; some may not exist."""
-    try:
-        with open(os.path.join(proc, "self", "cgroup")) as lines:
-            entries = [line.rstrip("\n").split(":", 2) for line in lines]
-    except OSError:  # no /proc: no cgroup to read
-        return []
-    files = []
-    for entry in entries:
-        if len(entry) != 3:
-            continue
-        _, controllers, path = entry
-        if controllers == "":  # v2, mounted alone or beside v1 ("unified")
-            files += [os.path.join(cgroups, *mount, path.lstrip("/"), v2_name)
-                      for mount in ((), ("unified",))]
-        elif "memory" in controllers.split(","):
-            files.append(os.path.join(cgroups, "memory", path.lstrip("/"), v1_name))
-    return files
-
-
-def _oom_kill_line(path):
-    """The number on the file's ``oom_kill N`` line; None if unreadable or absent."""
-    try:
-        with open(path) as lines:
-            for line in lines:
-                key, _, value = line.partition(" ")
-                if key == "oom_kill" and value.strip().isdigit():
-                    return int(value)
-    except OSError:  # not mounted, not ours to read: no evidence from it
-        pass
-    return None

@@ -121,8 +121,7 @@ class Deadlines:
         since = run.running_since  # None while it waits for other cells' settings
         if run.timeout is not None and since is not None and now - since >= run.timeout:
             self._interrupt_locked(run, "timeout")
-        if run.interrupt_sent:
-            self._resend_locked(run, now)
+        self._resend_locked(run, now)
         if (not run.done.is_set() and run.interrupted_at is not None
                 and now - run.interrupted_at >= self.grace):
             self._abandon_locked(run, stuck_error(run, self.grace))

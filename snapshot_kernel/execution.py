@@ -106,7 +106,7 @@ class Execution:
     every_calls: int = 0      # calls of checkpoint_every so far
     client_gone: object = None  # for a cell run on its caller's thread: true once the caller left
     on_abandon: object = None   # ... and called with the reply if it is given up on (stuck)
-    crash: Optional[dict] = None  # how the server process running it died (crashes.cause_of)
+    crash: Optional[dict] = None  # how the server process running it died (deaths.cause_of)
     memory_held: Optional[tuple] = None  # (bytes held, the limit) if the memory limit stopped it
     size: int = 0             # characters its reply holds, once it is kept as finished
     waiting: Optional[dict] = None  # while other cells' settings hold it back: for whom, why

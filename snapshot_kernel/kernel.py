@@ -20,11 +20,8 @@ Knows nothing of HTTP: methods return plain dicts and raise ``KernelError``.
 import contextvars
 import itertools
 import os
-import sqlite3
-import sys
 import threading
 import time
-import traceback
 
 from .runtime import (capture, display, fs, gate, held, interrupt, kinds, mainmodule, plots,
                       settings)
@@ -39,13 +36,13 @@ from .errors import (ExecutionExists, InvalidArgument, InvalidName,  # noqa: F40
                      KernelError, ProtectedState, StateExists, UnknownExecution,
                      UnknownState, check_name, missing_state,
                      positive, seconds_or_none)  # (re-exported for main and tests)
-from .execution import (Execution, Executions, Outcome, judged, kernel_error, new_exec_id,
-                        reply_for)
-from .states.storage import Namespace, State, fresh_namespace, sizes
+from .execution import Execution, Executions, kernel_error, new_exec_id
+from .states.storage import State, fresh_namespace
 from .states.working import TOUCHED
-from .states.store import Store, StoreError
+from .states.store import Store
 from .deadlines import Deadlines
 from .running import Running
+from .storing import Storing
 from .threads import CellThreads
 
 INITIAL = tree.INITIAL
@@ -56,8 +53,8 @@ DEFAULT_REPR_LIMIT = 2000    # characters of each variable's repr in describe()
 DEFAULT_IMAGE_LIMIT = 1 << 20  # bytes of one image in an output; a larger one becomes a note
 
 
-class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Following,
-                     Tending):
+class SnapshotKernel(Running, Storing, Deadlines, Checkpointing, Porting, Describing,
+                     Following, Tending):
     """Holds the states and runs cells against them, each on a cell thread."""
 
     def __init__(self, timeout=DEFAULT_TIMEOUT, output_limit=DEFAULT_OUTPUT_LIMIT,
@@ -360,82 +357,6 @@ class SnapshotKernel(Running, Deadlines, Checkpointing, Porting, Describing, Fol
             self._reserved[new_state_name] = run
         self._start_supervisor_locked()
         return run
-
-    # -- the cell thread ------------------------------------------------------------
-
-    def _finish(self, run, outcome):
-        """Store the new state if the cell succeeded (saved first, with a state
-        directory), then give the reply. Runs on the cell thread, after ``_disarm``."""
-        state = None
-        with self._lock:
-            outcome = judged(run, outcome, self._generation)
-            if outcome.error is None and not run.stuck and run.store:
-                name = run.new_state_name or self._auto_name()
-                self._reserved[name] = run
-                state = self._child(name, run, outcome.stored, outcome.process)
-        if self._store is not None:
-            # Noted as running in the state directory if there is no journal, or once it
-            # stored a checkpoint: then noted as ended in the transaction saving its state.
-            noted = self._journal is None or bool(run.checkpoints)
-            if state is not None:
-                if self._journal is not None:  # a crash while saving: was it saved?
-                    self._journal.saving(run.exec_id, state.name)
-                failure = self._save(state, run.exec_id if noted else None)
-                if failure is not None:
-                    state, outcome = None, Outcome(error=failure)
-            if state is None and noted and not self._closed:  # before the reply: a
-                self._store.ended(run.exec_id)  # restart cannot report it; a stop does
-        if self._journal is not None:  # likewise: a crash after the reply ended nothing
-            run.capture.stop_mirror()  # before its slot is free for another execution
-            self._journal.ended(run.exec_id)
-        lost = state.names.lost() if state is not None else None  # inherited ones too
-        with self._lock:
-            if self._reserved.get(run.new_state_name) is run:
-                del self._reserved[run.new_state_name]
-            if state is not None:
-                self._reserved.pop(state.name, None)
-                if run.generation == self._generation:
-                    self._states[state.name] = state
-                else:
-                    state, outcome = None, judged(run, outcome, self._generation)
-            if not run.done.is_set():
-                run.reply = reply_for(run, outcome, state and state.name,
-                                      lost if state is not None else None)
-                run.done.set()
-            self._runs.end(run)
-
-    def _save(self, state, exec_id):
-        """None once ``state`` is in the state directory (its names that could not be
-        saved marked ``lost``) and execution ``exec_id`` no longer noted as running
-        there; else the error to reply."""
-        try:
-            self._store.save(state, exec_id)
-        except (OSError, sqlite3.Error, StoreError) as exc:  # the disk is full
-            return kernel_error("StoreError", f"the new state could not be saved to the "
-                                f"state directory ({exc}); nothing was stored")
-        except Exception as exc:  # a bug of ours, or a value's method failing twice: the
-            traceback.print_exc(file=sys.__stderr__)  # cell still gets its reply
-            return kernel_error("StoreError", f"the new state could not be saved to the "
-                                f"state directory ({type(exc).__name__}: {exc}); nothing "
-                                "was stored; the server log has the traceback")
-        return None
-
-    @staticmethod
-    def _child(name, run, changes, process, **meta):
-        """The state that ``changes`` (from ``Working.commit``) and the settings
-        ``process`` make of the run's source."""
-        parent = run.source
-        names = Namespace(parent.names, changes) if changes else parent.names
-        new_bytes, total_bytes = sizes(parent, changes)
-        return State(name, names, run.state_name, run.code, new_bytes, total_bytes, meta=meta,
-                     process=process or parent.process)
-
-    def _auto_name(self):
-        while True:
-            name = f"state-{next(self._auto_names)}"
-            if name not in self._states and name not in self._reserved:
-                return name
-
 
 def _thread_name(run):
     return f"snapshot-kernel cell {run.exec_id}"

@@ -14,7 +14,6 @@ import hmac
 import os
 import shutil
 import sys
-import threading
 import urllib.parse
 
 import bottle
@@ -37,8 +36,9 @@ from .web.fileroutes import add_file_routes
 from .web.guards import KnownQueries, hold_while_replacing, reply_then_exit, shown_rule
 from .web.process import SHUTDOWN_TIMEOUT, exit_now, say, serve_until_signalled
 from .web.replies import reply_format, reply_parts
-from .web.server import (ANSWER_NOW, CLIENT_GONE, RETRY_AFTER, error_body, listening_socket,
-                         make_server)
+from .web.request import error_body
+from .web.server import ANSWER_NOW, CLIENT_GONE, listening_socket, make_server
+from .web.waiting import Slots, reply_while_client_waits
 
 KERNEL_ERROR_STATUS = {
     errors.InvalidArgument: 400,
@@ -57,8 +57,6 @@ KERNEL_ERROR_STATUS = {
     errors.BadArchive: 400,
     errors.IncompatibleArchive: 422,
 }
-
-WAIT_SLICE = 0.25  # seconds between checks that a waiting client is still there
 
 
 def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX_RUNNING,
@@ -84,7 +82,7 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
     app.add_hook("before_request", _route_the_path_sent)
     app.install(_map_kernel_errors)
     app.install(KnownQueries())
-    waiting = _Slots(max_running)
+    waiting = Slots(max_running, bottle.HTTPError)
     files = Workdir(kernel.server.workdir or os.getcwd()) if files is None else files
 
     @app.post("/execute")
@@ -99,7 +97,8 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
             answer_now = environ.get(ANSWER_NOW)
             if answer_now is None:  # another WSGI server (WebTest): the cell runs on a cell thread
                 run = kernel.start(*_execute_arguments(body))
-                return _rendered(_reply_while_client_waits(kernel, run.exec_id), form)
+                gone = environ.get(CLIENT_GONE)
+                return _rendered(reply_while_client_waits(kernel, run.exec_id, gone), form)
 
             def abandoned(reply):  # the cell holds this worker: answer from the caller's thread
                 release()
@@ -196,65 +195,6 @@ def create_app(kernel, token, max_body=DEFAULT_MAX_BODY, max_running=DEFAULT_MAX
 def _execute_arguments(body):
     return (body["code"], body["state_name"], body.get("exec_id"), body.get("new_state_name"),
             body.get("timeout"), body.get("max_output"), body.get("store") is not False)
-
-
-class _Slots:
-    """Requests that may wait on a cell at once; past the limit, a 503 at once."""
-
-    def __init__(self, limit):
-        self.limit = limit
-        self._used = 0
-        self._lock = threading.Lock()
-
-    def slot(self):
-        """A context manager holding a slot for its block; it gives ``release()``, which
-        frees the slot sooner (it frees it once, however often it is called)."""
-        with self._lock:
-            if self._used >= self.limit:
-                raise bottle.HTTPError(503, f"{self.limit} requests are waiting on cells or "
-                                            "moving files, the most this server serves at "
-                                            "once (--max-running); retry later, or send "
-                                            "\"wait\": false",
-                                       **{"Retry-After": RETRY_AFTER})
-            self._used += 1
-        return _Slot(self)
-
-
-class _Slot:
-    """One held slot of ``_Slots``; a class, not a generator: this runs on every request."""
-
-    __slots__ = ("_slots", "_held")
-
-    def __init__(self, slots):
-        self._slots, self._held = slots, True
-
-    def __enter__(self):
-        return self.release
-
-    def __exit__(self, *exc_info):
-        self.release()
-
-    def release(self):
-        slots = self._slots
-        with slots._lock:
-            if self._held:
-                self._held = False
-                slots._used -= 1
-
-
-def _reply_while_client_waits(kernel, exec_id):
-    """The execution's reply; if the client hangs up first, the cell is interrupted."""
-    gone = bottle.request.environ.get(CLIENT_GONE)
-    while True:
-        reply = kernel.wait(exec_id, WAIT_SLICE)
-        if reply is not None:
-            return reply
-        if gone is not None and gone():
-            try:
-                kernel.interrupt(exec_id, "disconnect")
-            except errors.UnknownExecution:  # it ended meanwhile
-                pass
-            return kernel.wait(exec_id)
 
 
 def _started(run):

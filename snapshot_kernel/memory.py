@@ -20,7 +20,7 @@ then raises MemoryError itself); the supervisor is the net under that.
 
 import os
 
-from .crashes import cgroup_files
+from .deaths import cgroup_files
 
 POLL = 0.02       # seconds between reads while a limit is set and a cell runs
 DEFAULT_SHARE = 0.8  # of the memory the machine (or the memory cgroup) gives

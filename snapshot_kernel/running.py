@@ -1,6 +1,6 @@
 """A cell on its thread: compiled, let through the gate of process-wide settings, its
 state's settings taken, its namespace copied in, run, and copied out; then
-``SnapshotKernel._finish`` stores what it made and replies.
+``SnapshotKernel._finish`` (``storing.py``) stores what it made and replies.
 
 An interrupt (``PyThreadState_SetAsyncExc``) can land only between ``_arm`` and
 ``_disarm``: everything outside that window, including the gate and the settings,

@@ -37,7 +37,7 @@ import sys
 import time
 import traceback
 
-from . import crashes
+from . import crashes, deaths
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 TAKEN = {*STOP_SIGNALS, signal.SIGCHLD}  # blocked in the supervisor, taken by sigtimedwait
@@ -62,15 +62,15 @@ def supervise(serve, stop_timeout, journal, stop=None):
     signal.pthread_sigmask(signal.SIG_BLOCK, TAKEN)
     crash, failures = stop, 0
     while True:
-        oom_kills = crashes.oom_kills()
+        oom_kills = deaths.oom_kills()
         pid = _fork(serve, crash, journal, prctl)
         status, stopping = _wait(pid, stop_timeout, oom_kills)
         if stopping:
             return _stopped_status(status)
         stopped = journal.stopped() if _exited_with(status, crashes.FORCED_EXIT) else None
         ready, running = journal.take()
-        cause = (crashes.cause_of(status, oom_kills, crashes.oom_kills()) if stopped is None
-                 else crashes.forced_cause(stopped))
+        cause = (deaths.cause_of(status, oom_kills, deaths.oom_kills()) if stopped is None
+                 else deaths.forced_cause(stopped))
         if ready:
             failures = 0
             crash = crashes.Crash(cause, time.time(), running, stopped)
@@ -129,7 +129,7 @@ def _serve(serve, crash, journal, parent, prctl):
 def _wait(pid, stop_timeout, oom_kills):
     """``(wait status, whether a stop signal came)`` once process ``pid`` has ended. A stop
     signal is passed on to it; ``stop_timeout`` s later, it is killed. ``oom_kills`` (from
-    ``crashes.oom_kills``) is read again every OOM_WINDOW s meanwhile."""
+    ``deaths.oom_kills``) is read again every OOM_WINDOW s meanwhile."""
     deadline = None
     while True:
         left = OOM_WINDOW if deadline is None else deadline - time.monotonic()
@@ -138,7 +138,7 @@ def _wait(pid, stop_timeout, oom_kills):
             return os.waitpid(pid, 0)[1], True
         taken = signal.sigtimedwait(TAKEN, left)
         if taken is None and deadline is None:
-            oom_kills.update(crashes.oom_kills())
+            oom_kills.update(deaths.oom_kills())
         if taken is not None and taken.si_signo in STOP_SIGNALS and deadline is None:
             deadline = time.monotonic() + stop_timeout
             os.kill(pid, taken.si_signo)
@@ -158,7 +158,7 @@ def _stopped_status(status):
     if os.WTERMSIG(status) == signal.SIGKILL:
         _say("the server process did not stop in time and was killed")
         return 0  # as a server alone would have: it exits at its deadline, whatever runs
-    _say(f"the server process {crashes.cause_of(status, {}, {})['cause']} while stopping")
+    _say(f"the server process {deaths.cause_of(status, {}, {})['cause']} while stopping")
     return 1
 
 

@@ -26,7 +26,7 @@ import pytest
 from test_openapi import Described
 from test_server import (SERVER_TMPDIR, TIMEOUT, TOKEN, Server, call, server_env,  # noqa: F401
                          start_server)
-from snapshot_kernel import cli, crashes, supervisor
+from snapshot_kernel import cli, crashes, deaths, supervisor
 from snapshot_kernel.web.process import SHUTDOWN_TIMEOUT
 
 BACK = 3.0  # seconds from a crash to an answered GET /states, at most (measured: 0.02-0.3 s)
@@ -729,7 +729,7 @@ def test_a_journal_in_a_file_outlives_its_processes_and_tells_a_stop_from_a_kill
 ], ids=["oom", "kill", "unknown", "segv", "exit"])
 def test_the_cause_names_the_signal_or_status_and_the_oom_evidence(status, before, after,
                                                                     expected):
-    cause = crashes.cause_of(status, before, after)
+    cause = deaths.cause_of(status, before, after)
     assert (cause["signal"], cause["exit_status"], cause["likely_out_of_memory"]) == expected
     assert ("likely out of memory" in cause["cause"]) is expected[2]
 
@@ -743,6 +743,6 @@ def test_oom_kills_are_read_from_the_cgroup_and_the_machine(tmp_path):
     (cgroups / "memory" / "box" / "memory.oom_control").write_text("under_oom 0\noom_kill 5\n")
     (cgroups / "slice" / "box").mkdir(parents=True)
     (cgroups / "slice" / "box" / "memory.events").write_text("oom 1\noom_kill 1\n")
-    counts = crashes.oom_kills(str(proc), str(cgroups))
+    counts = deaths.oom_kills(str(proc), str(cgroups))
     assert sorted(counts.values()) == [1, 2, 5]
     assert json.dumps(counts)  # plain data

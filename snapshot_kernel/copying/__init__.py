@@ -1,2 +1,2 @@
 """The copier: a namespace deep-copied so the copy behaves like an independent process
-(``copier.copy_names``), its type table (``dispatch``) and Python's own types' handlers."""
+(``names.copy_names``), its type table (``dispatch``) and Python's own types' handlers."""

@@ -29,7 +29,7 @@ class Sharing:
 
     def share(self, value, exc, mark):
         """Share ``value`` instead of copying it, forgetting the copies made since ``mark``."""
-        self._rollback(mark)
+        self.rollback(mark)
         self.shared_reasons[id(value)] = str(exc)
         self.shared_whole[id(value)] = (value, self.label)
         if self.covariables is not None:  # (the names reaching it group: see ``hit``)

@@ -29,7 +29,7 @@ from matplotlib.cbook import Grouper
 from matplotlib.figure import Figure
 
 from ..cell import call_user, drop_tracebacks
-from ..copying.copier import copy_names
+from ..copying.names import copy_names
 from ..copying.dispatch import register
 from ..values import NotCompared, register_comparer
 

@@ -95,23 +95,24 @@ def main(argv):
     if missing is not None:
         sys.exit(f"snapshot-kernel mcp: {missing}")
     from . import server as mcp_server  # imports the SDK: only now that it is known to be there
+    from . import transports  # (anyio and uvicorn come with it)
 
-    listener = _listen(mcp_server, args.bind) if args.transport == "http" else None
+    listener = _listen(transports, args.bind) if args.transport == "http" else None
     backend = _backend(args)
     server = mcp_server.create_server(backend)
     if listener is not None:
-        mcp_server.serve_http(server, listener, args.token)
+        transports.serve_http(server, listener, args.token)
     else:
         print(f"snapshot-kernel mcp serving on stdio ({_serving(args)})", file=sys.stderr,
               flush=True)
-        mcp_server.serve_stdio(server)
+        transports.serve_stdio(server)
     backend.close()
     exit_now()  # without joining what cells left running, as the HTTP server does
 
 
-def _listen(mcp_server, bind):
+def _listen(transports, bind):
     try:
-        return mcp_server.listen(bind)
+        return transports.listen(bind)
     except OSError as exc:  # taken, or not an address of this machine
         reason = os.strerror(exc.errno) if exc.errno else exc  # create_server adds the address
         sys.exit(f"snapshot-kernel mcp: cannot listen on {bind[0]}:{bind[1]} ({reason})")

@@ -33,7 +33,7 @@ import pickle
 import types
 import weakref
 
-from ..copying.copier import copy_names
+from ..copying.names import copy_names
 
 _twins = weakref.WeakKeyDictionary()  # a function, partial or class of a cell -> its twin
 _twin_classes = weakref.WeakKeyDictionary()  # a class's twin -> the globals of its methods

@@ -47,7 +47,7 @@ def _empty_objects(shape, order):
 
 
 def _fill_objects(arr, state):
-    from ..libraries.numpy import _flat
+    from ..libraries.numpy_memory import _flat
     items, writeable = state
     flat = _flat(arr)  # (a view: the array is contiguous)
     for index, item in enumerate(items):  # one by one: a list item is not a sequence to unpack
@@ -60,7 +60,7 @@ def reduce_view(view):
     """A view of an object array, made again over that array (pickled once, for all its
     views: see ``reduce_array``); NotImplemented (a copy, as numpy pickles it) where
     numpy cannot make one."""
-    from ..libraries.numpy import OBJECT_VIEWS, _root, address  # (numpy is imported)
+    from ..libraries.numpy_memory import OBJECT_VIEWS, _root, address  # (numpy is imported)
     root = _root(view)
     if (not OBJECT_VIEWS or root is view or type(root) is not type(view)
             or root.dtype != view.dtype

@@ -38,7 +38,7 @@ import weakref
 from . import cow, object_arrays
 from .object_arrays import PLAIN as _PLAIN  # no reductions
 from ..copying import iterators, views
-from ..copying.copier import collector_off
+from ..copying.names import collector_off
 from ..copying.handlers import importable
 from ..copying.stored import STORED_GLOBALS, StoredNamespace
 from ..libraries import _thread as thread_locals
@@ -157,7 +157,7 @@ def _array_id(numpy, arr):
         order = "C" if arr.flags.c_contiguous else "F"
         return ("owned", id(arr), arr.tobytes(order), arr.shape, arr.dtype, order,
                 arr.flags.writeable)
-    from ..libraries.numpy import address  # (numpy is imported: an array is here)
+    from ..libraries.numpy_memory import address  # (numpy is imported: an array is here)
     start = address(arr)
     layout = (arr.shape, arr.dtype, arr.strides, arr.flags.writeable)
     if isinstance(base, cow.Mapping) and base.stored:

@@ -22,7 +22,7 @@ has its rest copied in then, and out with it.
 
 import builtins
 
-from ..copying.copier import copy_more, copy_names
+from ..copying.names import copy_more, copy_names
 from ..copying.dispatch import ATOMIC, PartShared
 from ..copying.stored import STORED_GLOBALS, reading
 from ..copying.covariables import sizeof

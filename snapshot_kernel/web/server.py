@@ -15,11 +15,11 @@ a worker gets the connection only once the whole head is there. Hence:
   that has waited longest for a head, or gets a 503 if none is waiting;
 - a reply that leaves part of the request body unread closes the connection, so
   a refused body is never parsed as the next request. Before closing, the rest
-  is read and dropped for up to REFUSED_BODY_SECONDS, so that a client that
-  sends its whole body before it reads (Python's http.client, requests) hears
-  the refusal, not a reset; except after a 401 (a body without the token is
-  never read), a refusal of the body itself (408, 411, 413) or a 503 (which
-  keeps workers free);
+  is read and dropped for up to ``request.REFUSED_BODY_SECONDS``, so that a
+  client that sends its whole body before it reads (Python's http.client,
+  requests) hears the refusal, not a reset; except after a 401 (a body without
+  the token is never read), a refusal of the body itself (408, 411, 413) or a
+  503 (which keeps workers free);
 - ``Expect: 100-continue`` is answered when the app first reads the body, not
   as soon as the head has come (Cheroot's way), so a request refused unread
   (a 409 for an import onto a taken name) never has its body sent.
@@ -33,11 +33,12 @@ leaves the pool as it was.
 
 Cheroot's own refusals (a malformed request line or header, an unknown
 Transfer-Encoding, an HTTP version other than 1.x) carry the API's JSON error
-body. This is the only module that imports Cheroot.
+body. How one request is answered is ``request.Request``'s; this module holds the
+connections and the server. It and ``request`` are the only modules that import
+Cheroot.
 """
 
 import functools
-import json
 import re
 import select
 import selectors
@@ -48,6 +49,8 @@ import time
 import cheroot.server
 import cheroot.wsgi
 
+from .request import EXPECT_HELD, WORKER, ContinueOnRead, Request, error_response
+
 CLIENT_GONE = "snapshot_kernel.client_gone"  # environ key: a callable, true once the client left
 ANSWER_NOW = "snapshot_kernel.answer_now"    # environ key: Request.answer_now
 DEFAULT_MAX_CONNECTIONS = 256
@@ -55,135 +58,12 @@ DEFAULT_MAX_HEAD = 16 * 1024
 DEFAULT_REQUEST_TIMEOUT = 10.0
 WORKER_STOP_TIMEOUT = 2.0    # seconds Cheroot waits for busy workers before closing their sockets
 RETRY_AFTER = "1"            # seconds, sent with every 503
-REFUSED_BODY_SECONDS = 10.0  # seconds the rest of a refused body is read and dropped, at most
-CHUNK = 1 << 16              # bytes of a refused body read at a time
 
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _WAITING, _READY, _GONE = "waiting", "ready", "gone"
-_WORKER, _ELSEWHERE = "worker", "elsewhere"  # who answers a request: Request.claim
-_EXPECT_HELD = b"Expect:held"  # a request header key no request can send (names hold no ':')
 # Refusals whose body is not read to its end: without the token; of the body itself (it
 # stopped, its end cannot be told, it is too large); a 503, which keeps workers free.
 _BODY_LEFT_UNREAD = ("401", "408", "411", "413", "499", "503")
-
-
-def error_body(message):
-    """The API's one error shape, ``{"error": message}``, as JSON text."""
-    return json.dumps({"error": message})
-
-
-def error_response(status, message, headers=()):
-    """A whole HTTP reply carrying ``error_body(message)``, which closes the connection."""
-    body = error_body(message).encode("utf-8")
-    lines = [f"HTTP/1.1 {status}", "Content-Type: application/json",
-             f"Content-Length: {len(body)}", "Connection: close", *headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-
-
-class _HeadersHoldingContinue(cheroot.server.HeaderReader):
-    """Cheroot's header reader, which takes ``Expect: 100-continue`` out of the headers,
-    where Cheroot would answer it at once, to ``_EXPECT_HELD`` (``Gateway.get_environ``)."""
-
-    def __call__(self, rfile, hdict=None):
-        hdict = super().__call__(rfile, hdict)
-        if hdict.get(b"Expect", b"").lower() == b"100-continue":
-            hdict[_EXPECT_HELD] = hdict.pop(b"Expect")
-        return hdict
-
-
-class Request(cheroot.server.HTTPRequest):
-    """Cheroot's request parser, with its own refusals in the API's JSON shape, a
-    reply that another thread can give for a worker that is held (``answer_now``),
-    ``100 Continue`` sent when the body is first read, and the rest of a refused body
-    read and dropped before the connection closes."""
-
-    header_reader = _HeadersHoldingContinue()
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._answerer = None
-        self._claiming = threading.Lock()
-        self.continue_held = False  # the client waits for "100 Continue" to send its body
-        self.drain = False          # the reply refused a body it left unread: read the rest
-
-    def respond(self):
-        super().respond()
-        if self.drain:
-            self._drain_body()
-
-    def _drain_body(self):
-        """Read and drop what is left of the body, for up to REFUSED_BODY_SECONDS."""
-        deadline = time.monotonic() + REFUSED_BODY_SECONDS
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                self.conn.socket.settimeout(min(left, self.server.timeout))
-                if not self.rfile.read(CHUNK):
-                    return
-        except (OSError, ValueError):  # a reset or a pause; a malformed chunk (Cheroot's)
-            pass
-
-    def send_continue(self):
-        """Tell a client that held its body back to send it (once; none if it did not)."""
-        if self.continue_held:
-            self.continue_held = False
-            try:
-                self.conn.wfile.write(f"{self.server.protocol} 100 Continue\r\n\r\n"
-                                      .encode("latin-1"))
-            except OSError:  # the client has gone: the read that follows says so
-                pass
-
-    def claim(self, answerer):
-        """True if ``answerer`` is to write the reply: the first to ask is."""
-        with self._claiming:
-            if self._answerer is None:
-                self._answerer = answerer
-            return self._answerer == answerer
-
-    def answer_now(self, status, headers, body):
-        """Reply ``body`` (bytes) from any thread, close the connection, and have a new
-        worker stand in for this request's until that one is done (``Gateway.respond``).
-
-        Returns False, writing nothing, if the worker has begun its own reply. Call
-        it on a thread that may wait: a client that does not read holds the write up
-        to the request timeout.
-        """
-        if not self.claim(_ELSEWHERE):
-            return False
-        self.close_connection = True
-        lines = [f"HTTP/1.1 {status}", *(f"{name}: {value}" for name, value in headers),
-                 f"Content-Length: {len(body)}", "Connection: close"]
-        try:
-            self.conn.socket.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-                                     + body)
-            self.conn.socket.shutdown(socket.SHUT_WR)
-        except OSError:  # the client has gone, or does not read: nobody to tell
-            pass
-        self.server.requests.grow(1)
-        return True
-
-    def ensure_headers_sent(self):
-        if not self.sent_headers and not self.claim(_WORKER):
-            self.sent_headers = True  # answered elsewhere: this worker's reply is dropped
-            return
-        super().ensure_headers_sent()
-
-    def write(self, chunk):
-        if self.claim(_WORKER):
-            super().write(chunk)
-
-    def simple_response(self, status, msg=""):
-        self.close_connection = True  # Cheroot closes the connection after each of these anyway
-        if not self.claim(_WORKER):
-            return
-        status = str(status)
-        message = msg.decode("latin-1") if isinstance(msg, bytes) else msg
-        try:
-            self.conn.wfile.write(error_response(status, message or status[4:]))
-        except OSError:  # the client has gone; there is no one to tell
-            pass
 
 
 class Connection(cheroot.server.HTTPConnection):
@@ -259,21 +139,21 @@ class Gateway(cheroot.wsgi.Gateway_10):
     asks for ``100 Continue`` when first read, and no keep-alive after a refusal."""
 
     def get_environ(self):
-        held = self.req.inheaders.pop(_EXPECT_HELD, None)
+        held = self.req.inheaders.pop(EXPECT_HELD, None)
         environ = super().get_environ()
         environ[CLIENT_GONE] = functools.partial(client_gone, self.req.conn.socket)
         environ[ANSWER_NOW] = self.req.answer_now
         if held is not None:
             self.req.continue_held = True
             environ["HTTP_EXPECT"] = held.decode("latin-1")
-            environ["wsgi.input"] = _ContinueOnRead(environ["wsgi.input"], self.req)
+            environ["wsgi.input"] = ContinueOnRead(environ["wsgi.input"], self.req)
         return environ
 
     def respond(self):
         try:
             super().respond()
         finally:
-            if not self.req.claim(_WORKER):  # another worker stood in while this one was held
+            if not self.req.claim(WORKER):  # another worker stood in while this one was held
                 self.req.server.requests.shrink(1)
 
     def start_response(self, status, headers, exc_info=None):
@@ -284,30 +164,6 @@ class Gateway(cheroot.wsgi.Gateway_10):
             self.req.drain = (unread and not self.req.continue_held
                               and not status.startswith(_BODY_LEFT_UNREAD))
         return super().start_response(status, headers, exc_info)
-
-
-class _ContinueOnRead:
-    """``wsgi.input`` of a request sent with ``Expect: 100-continue``: the first read asks
-    the client for the body (``Request.send_continue``)."""
-
-    def __init__(self, rfile, req):
-        self._rfile, self._req = rfile, req
-
-    def read(self, size=None):
-        self._req.send_continue()
-        return self._rfile.read(size)
-
-    def readline(self, size=None):
-        self._req.send_continue()
-        return self._rfile.readline(size)
-
-    def readlines(self, sizehint=0):
-        self._req.send_continue()
-        return self._rfile.readlines(sizehint)
-
-    def __iter__(self):
-        self._req.send_continue()
-        return iter(self._rfile)
 
 
 def _body_unread(req):
