@@ -9,12 +9,13 @@ real-process tests, with SIGKILL, are in test_restart.py.
 import os
 import sqlite3
 import sys
+import types
 
 import pytest
 
 import test_differential as differential
 from helpers import ok, printed, stdout
-from snapshot_kernel.states import persist
+from snapshot_kernel.states import persist, reductions
 from snapshot_kernel.kernel import SnapshotKernel
 from snapshot_kernel.states.storage import MAX_DEPTH
 from snapshot_kernel.states.store import StoreError
@@ -98,12 +99,53 @@ def test_a_directory_saved_before_the_package_had_folders_still_loads(state_dir,
     for name, value in vars(persist).items():
         if getattr(value, "__module__", None) == persist.__name__:
             monkeypatch.setattr(value, "__module__", old)
+    _pickled_as_if_in(persist, old, monkeypatch)  # (where reductions lived then too)
     ok(SnapshotKernel(state_dir=state_dir), MIXED, new_state_name="mixed")
     with sqlite3.connect(os.path.join(state_dir, "catalog.sqlite")) as catalog:
         saved = b"".join(bytes(row[0]) for row in catalog.execute("SELECT data FROM groups"))
     assert old.encode() in saved and persist.__name__.encode() not in saved
     monkeypatch.undo()
     assert printed(restarted(state_dir), "print(pts[1].norm(), inc(), cube(2))", "mixed") == "6 2 16\n"
+
+
+# Each of ``reductions.NAMED_IN_PICKLES``: a weak reference, a memoryview, and a closure cell
+# still empty when the state is saved.
+REDUCED = MIXED + """
+import weakref
+ref = weakref.ref(pts[0])
+view = memoryview(bytearray(b'abc'))[1:]
+def outer():
+    def read():
+        return later
+    if False:
+        later = 1
+    return read
+unbound = outer()
+"""
+
+
+def test_a_directory_saved_before_the_reductions_had_a_module_still_loads(state_dir,
+                                                                          monkeypatch):
+    """Pickles written before ``reductions`` existed name its functions in ``persist``."""
+    _pickled_as_if_in(persist, persist.__name__, monkeypatch)
+    ok(SnapshotKernel(state_dir=state_dir), REDUCED, new_state_name="reduced")
+    with sqlite3.connect(os.path.join(state_dir, "catalog.sqlite")) as catalog:
+        saved = b"".join(bytes(row[0]) for row in catalog.execute("SELECT data FROM groups"))
+    assert b"_make_function" in saved and b"_EMPTY" in saved and b"_make_weakref" in saved
+    assert reductions.__name__.encode() not in saved
+    monkeypatch.undo()
+    code = ("try:\n    unbound()\nexcept NameError:\n    print('empty')\n"
+            "print(pts[1].norm(), inc(), cube(2), ref() is pts[0], bytes(view))")
+    assert printed(restarted(state_dir), code, "reduced") == "empty\n6 2 16 True b'bc'\n"
+
+
+def _pickled_as_if_in(module, module_name, monkeypatch):
+    """Make pickles name what ``reductions`` holds as ``module_name`` names ``module``'s."""
+    for name in reductions.NAMED_IN_PICKLES:
+        value = getattr(reductions, name)
+        monkeypatch.setattr(module, name, value, raising=False)
+        named = value if isinstance(value, types.FunctionType) else type(value)
+        monkeypatch.setattr(named, "__module__", module_name)
 
 
 def test_what_cannot_be_saved_is_reported_and_fails_clearly_after_a_restart(state_dir):

@@ -18,11 +18,11 @@ from . import views
 from .dispatch import ATOMIC, Pending, Uncopyable, is_dunder, register
 from .stored import StoredNamespace
 
-_COPYABLE_METACLASSES = (type, abc.ABCMeta)
+COPYABLE_METACLASSES = (type, abc.ABCMeta)
 # Class attributes that hold functions, which must be rebound even under dunder names.
 _CODE_CARRIERS = (types.FunctionType, staticmethod, classmethod, property)
 # Made afresh by the metaclass for every class, never carried over.
-_CLASS_SKIP = frozenset({"__dict__", "__weakref__", "_abc_impl"})
+CLASS_SKIP = frozenset({"__dict__", "__weakref__", "_abc_impl"})
 
 
 # -- containers: each element is copied, or shared alone ----------------------------------
@@ -303,7 +303,7 @@ def copy_cell_class(copier, cls):
 
 
 def _copy_own_class(copier, cls):
-    if type(cls) not in _COPYABLE_METACLASSES:
+    if type(cls) not in COPYABLE_METACLASSES:
         raise Uncopyable(f"class {cls.__qualname__} has metaclass "
                          f"{type(cls).__name__}, which is not copied")
     bases = []
@@ -324,7 +324,7 @@ def _copy_own_class(copier, cls):
     copier.made_classes.add(id(new))
     copier.memo[id(cls)] = new  # before the attributes: methods refer back to it
     for name, value in list(body.items()):  # copyreg caches __slotnames__ on cls
-        if name in init or name in _CLASS_SKIP or _is_slot_of(value, cls):
+        if name in init or name in CLASS_SKIP or _is_slot_of(value, cls):
             continue
         if is_dunder(name) and not isinstance(value, _CODE_CARRIERS):
             setattr(new, name, value)  # Python's or a library's metadata (__dataclass_fields__)

@@ -11,7 +11,7 @@ import os
 import pickle
 import types
 
-from . import archive, cow, persist
+from . import archive, cow, persist, reductions
 from .portable import FORMAT, MACHINE_SETTINGS, MAX_META, PICKLE, PYTHON, SETTINGS
 from .storage import GONE, NOT_EXPORTED, Entry, Group, Namespace, State, fresh_namespace
 from .. import cell
@@ -219,7 +219,7 @@ class ImportUnpickler(persist.Unpickler):
         self._filenames = {}  # old cell file name -> this process's
 
     def find_class(self, module, name):
-        if name == "_make_function" and persist._MOVED.get(module, module) == persist.__name__:
+        if name == "_make_function" and persist.where(module, name) == reductions.__name__:
             return self._make_function
         return super().find_class(module, name)
 
