@@ -21,7 +21,7 @@ from sklearn.tree._tree import Tree
 
 import numpy as np
 
-from ..copying.dispatch import register_same
+from ..copying.dispatch import register, register_same
 
 _NUMBERS = (int, float, str, bytes, bool, type(None))
 
@@ -56,4 +56,23 @@ def _same_bytes(a, b):
     return all(a[name].tobytes() == b[name].tobytes() for name in a.dtype.names)
 
 
+def copy_tree(copier, tree):
+    """The copy of a Tree, made at once from its reduce value: its arrays are views of the
+    Tree's memory, which ``__setstate__`` copies into the new Tree's, so copying them first
+    would copy them twice. Storing, a Tree whose reduce value equals its origin's is that
+    origin, found before a copy is made."""
+    reduced = tree.__reduce__()
+    if len(reduced) != 3 or type(reduced[2]) is not dict:  # a version unlike those we know
+        return copier.copy_object(tree)
+    cls, args, state = reduced
+    if copier.storing:
+        origin = copier.origins.get(id(tree))
+        if type(origin) is Tree and _equal(reduced, origin.__reduce__()):
+            return origin
+    new = cls(*args)  # (the class count array in ``args`` is a new one: the Tree copies it)
+    new.__setstate__(state)
+    return new
+
+
+register(Tree, copy_tree)
 register_same(Tree, same_tree)
