@@ -76,13 +76,18 @@ def give_back():
 
 class Sweeper:
     """Collects the garbage deleted states leave, on a thread of its own, once ``idle()``
-    (no cell runs) has held for ``QUIET`` seconds and ``settled()`` (the threads of cells
+    (no cell runs) has held for ``QUIET`` seconds since a cell last ended (``cell_ended``)
+    and ``settled()`` (the threads of cells
     that ended have let go of what they held: a reply goes before its thread's frames
     unwind); deletes that come meanwhile are swept together. A cell that starts during a
     collection waits for it, as it would for the one it would otherwise have run itself.
     With ``freeze``, it also settles what each cell left (see the module's docstring)."""
 
-    QUIET = 0.05
+    # A client sending its next cell as soon as it has a reply leaves gaps of milliseconds;
+    # a settling begun in one landed in the next cell (0.1-0.2 s, in cells of 12 ms run back
+    # to back). A pause this long is a person's, or an agent's, reading the reply.
+    QUIET = 0.25
+    POLL = 0.05  # seconds between looks at whether it is quiet
     SETTLE = 1.0  # seconds idle past which a thread not settled (a cell that ignored its
                   # interrupt and runs on) is no longer waited for
     FLOOR = 100_000  # objects frozen since the last full sweep that never ask for another
@@ -102,6 +107,7 @@ class Sweeper:
         self._swept = None  # objects frozen after the last full sweep (None: none yet)
         self.rounds = 0     # sweeps and settlings done (for tests: one is over)
         self._blocks = 0    # sys.getallocatedblocks() after the last settling
+        self._ended = 0.0   # time.monotonic() when a cell last ended
 
     def soon(self):
         """Sweep once no cell runs; started on first use."""
@@ -109,6 +115,7 @@ class Sweeper:
 
     def cell_ended(self):
         """A cell ended: with ``freeze``, settle what it left once no cell runs."""
+        self._ended = time.monotonic()
         if self._freeze:
             self._ask(full=False)
 
@@ -135,7 +142,7 @@ class Sweeper:
     def _loop(self):
         while True:
             self._wanted.wait()
-            time.sleep(self.QUIET)
+            time.sleep(self.POLL)
             self._wait_for_quiet()
             if self._closed:
                 return
@@ -172,8 +179,8 @@ class Sweeper:
     def _wait_for_quiet(self):
         unsettled = 0.0  # seconds idle, not settled
         while not self._closed:
-            if self._idle():
+            if self._idle() and time.monotonic() - self._ended >= self.QUIET:
                 if unsettled >= self.SETTLE or self._settled():
                     return
-                unsettled += self.QUIET
-            time.sleep(self.QUIET)
+                unsettled += self.POLL
+            time.sleep(self.POLL)

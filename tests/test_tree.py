@@ -281,6 +281,27 @@ def test_a_deleted_state_s_cycles_are_collected_by_the_sweeper_not_by_a_later_ce
         kernel.shutdown()
 
 
+def test_with_gc_freeze_cells_sent_one_after_another_are_not_kept_waiting_by_a_settling(
+        monkeypatch):
+    # A settling is a collection: a cell that comes while it runs waits for it. One begun
+    # in the milliseconds between a reply and a client's next cell landed in that cell
+    # (0.1-0.2 s, in cells of 12 ms sent back to back), so it waits for a pause of QUIET.
+    import time
+    from snapshot_kernel import heap
+    monkeypatch.setattr(heap.Sweeper, "QUIET", 0.6)
+    kernel = SnapshotKernel(gc_freeze=True)
+    try:
+        state = ok(kernel, "rows = [[i] for i in range(1000)]")["state_name"]
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            time.sleep(0.1)
+            ok(kernel, "n = len(rows)", state)
+        assert kernel._sweeper.rounds == 0
+        assert _wait_for(lambda: kernel._sweeper.rounds == 1)  # once the pause came
+    finally:
+        kernel.shutdown()
+
+
 # What a collection inside a cell goes through: with gc_freeze, what that cell made.
 OBJECTS_SEEN = "import gc\nlen(gc.get_objects())"
 
