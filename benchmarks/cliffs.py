@@ -24,7 +24,9 @@ exhausted numpy iterator's type (it must show ``iterator``); and
 within 2x; ``bigdata.py`` compares the same cell with a fork-based server). And
 ``n = len(df)`` on a frame of a million rows with a text column, found after the
 issue: a frame a cell only reads is stored (and saved) again, and its text column is
-copied in and out (no target yet).
+copied in and out (no target yet). And ``n = len(data)`` on a list of 100,000 small dicts
+(records, as JSON gives them), found in stop 43: a cell only reading them copies every
+one in and out (no target yet).
 """
 
 import argparse
@@ -65,6 +67,7 @@ SHARER = ("\nimport numpy as np\nlabels = np.arange(10)\nmodel = {'classes_': la
 def rows(quick):
     """The rows, every size divided by 10 with ``quick`` but the views' array."""
     lines, frame_rows = (200, 200_000) if quick else (2_000, 2_000_000)
+    records = frame_rows // 20
     figure = ("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
               f"fig, ax = plt.subplots()\nfor i in range({lines}):\n"
               "    ax.plot([0, 1], [i, i + 1])\nplt.show()")
@@ -87,6 +90,9 @@ def rows(quick):
             f"df = pd.DataFrame({{'n': np.arange({frame_rows // 2}), "
             f"'word': [f'w{{i % 1000}}' for i in range({frame_rows // 2})]}})",
             "n = len(df)", "none", 0),
+        Row(f"records, {records:,} dicts: a cell reading them", "data = [{'id': i, "
+            f"'name': f'n{{i}}', 'score': i * 0.5, 'tags': ['a', 'b']}} for i in range({records})]",
+            "n = len(data)", "none", 0),
         Row(f"frame, {frame_rows:,} rows x 2: filter",
             "import numpy as np\nimport pandas as pd\nrng = np.random.default_rng(0)\n"
             f"df = pd.DataFrame({{f'c{{i}}': rng.random({frame_rows}) for i in range(2)}})",
