@@ -271,6 +271,16 @@ def is_mutable(value):
         is_user_instance(value) and hasattr(value, "__dict__")) or is_namespace(value)
 
 
+def twins(expr, value):
+    """Statements that leave ``expr`` equal to what it was (``==``) but not the same: another
+    type (``1.0`` for ``1``), sign (``-0.0``), or an unshared copy of a list or dict."""
+    if type(value) is int:
+        return [f"{expr} = {expr} * 1.0", f"{expr} = -0.0 if {expr} == 0 else {expr} * 1.0"]
+    if type(value) in (list, dict):
+        return [f"{expr} = {expr}.copy()"]
+    return []
+
+
 class CellWriter:
     """Writes random cells that fit what a replayed namespace defines."""
 
@@ -362,7 +372,8 @@ class CellWriter:
                      f"{expr}.extend([{self.num()}, {item}])", f"{expr} += [{self.num()}]"]
             if value:
                 index = self.rng.randrange(-len(value), len(value))
-                forms += [f"{expr}[{index}] = {item}", f"del {expr}[{index}]", f"{expr}.pop()"]
+                forms += [f"{expr}[{index}] = {item}", f"del {expr}[{index}]", f"{expr}.pop()",
+                          *twins(f"{expr}[{index}]", value[index])]
         elif isinstance(value, dict):
             key = self.rng.choice(["'k'", "'j'", "'new'", "0"])
             forms = [f"{expr}[{key}] = {item}", f"{expr}.pop({key}, None)",
@@ -371,6 +382,9 @@ class CellWriter:
             key = self.pick(self.defined(namespace, test=is_hashable))
             if key is not None:
                 forms.append(f"{expr}[{key}] = {item}")
+            first = next(iter(value), None)
+            if type(first) in (str, int):  # the same items, in another order
+                forms.append(f"{expr}[{first!r}] = {expr}.pop({first!r})")
         else:
             attr = self.rng.choice(["v", "w", "count", "items", "tag", "extra"])
             forms = [f"{expr}.{attr} = {item}"]

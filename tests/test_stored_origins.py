@@ -198,3 +198,88 @@ def test_a_stored_array_of_strings_copied_in_fast_is_still_copied_when_a_cell_wr
     assert printed(kernel, probe, words) == "['x', 'y', 3]\n"
     assert printed(kernel, probe, read) == "['x', 'y', 3]\n"
     assert printed(kernel, probe, listed) == "[[1], 'y', 3]\n"
+
+
+# Plain data a cell only read is kept as stored without a copy out (``copying/plain.py``):
+# each change below leaves it equal, or nearly, and must still be stored.
+RECORDS = ("data = [{'id': i, 'name': f'n{i}', 'score': i * 0.5, 'tags': ['a', 'b']}\n"
+           "        for i in range(5000)]\n"
+           "data[1]['tags'] = data[0]['tags']")
+RECORDS_PROBE = ("print(repr(data[0]['id']), repr(data[0]['score']), list(data[2]),\n"
+                 "      data[1]['tags'] is data[0]['tags'], len(data), data[2]['tags'])")
+
+
+def records_line(id_="0", score="0.0", keys="['id', 'name', 'score', 'tags']", shared="True",
+                 length="5000", tags="['a', 'b']"):
+    return f"{id_} {score} {keys} {shared} {length} {tags}\n"
+
+
+RECORDS_SEEN = records_line()
+RECORDS_CHANGES = {
+    "an int made an equal float": ("data[0]['id'] = 0.0", records_line(id_="0.0")),
+    "an int made False": ("data[0]['id'] = False", records_line(id_="False")),
+    "0.0 made -0.0": ("data[0]['score'] = -0.0", records_line(score="-0.0")),
+    "keys reordered": ("data[2]['id'] = data[2].pop('id')",
+                       records_line(keys="['name', 'score', 'tags', 'id']")),
+    "a shared list unshared": ("data[1]['tags'] = list(data[1]['tags'])",
+                               records_line(shared="False")),
+    "an item appended": ("data.append({})", records_line(length="5001")),
+    "a list made a tuple": ("data[2]['tags'] = tuple(data[2]['tags'])",
+                            records_line(tags="('a', 'b')")),
+}
+
+
+@STATE_DIR
+def test_a_cell_that_only_reads_plain_records_stores_nothing_new(tmp_path, on_disk):
+    kernel = kernel_for(tmp_path, on_disk)
+    parent = ok(kernel, RECORDS)["state_name"]
+    reader = stores_nothing_new(kernel, tmp_path, on_disk, parent,
+                                "print(sum(len(item['tags']) for item in data))")
+    assert printed(kernel, RECORDS_PROBE, reader) == RECORDS_SEEN
+    check_changes(kernel, tmp_path, on_disk, reader, RECORDS_PROBE, RECORDS_SEEN,
+                  RECORDS_CHANGES)
+
+
+@pytest.mark.parametrize("holder", [
+    "first = data[3]",                        # a new name holds a part of them
+    "box = {'inner': [data[3]]}",             # ... deeper
+    "import threading, types\n"               # a value shared whole holds a part
+    "box = types.SimpleNamespace(lock=threading.Lock(), inner=data[3])",
+    "import threading, types\n"               # ... or them
+    "box = types.SimpleNamespace(lock=threading.Lock(), inner=data)\nfirst = data[3]",
+])
+def test_records_a_cell_read_stay_one_with_what_another_name_holds_of_them(holder):
+    kernel = SnapshotKernel()
+    parent = ok(kernel, RECORDS)["state_name"]
+    child = ok(kernel, holder, parent)["state_name"]
+    held = "first" if holder.startswith("first") or holder.endswith("first = data[3]") else (
+        "box['inner'][0]" if "'inner': [" in holder else "box.inner")
+    code = f"{held}['name'] = 'changed'\nprint(data[3]['name'])"
+    assert printed(kernel, code, child) == "changed\n"
+    assert printed(kernel, "print(data[3]['name'])", parent) == "n3\n"
+
+
+def test_a_name_rebound_to_records_equal_to_its_own_is_not_one_with_a_name_holding_the_old():
+    kernel = SnapshotKernel()
+    parent = ok(kernel, RECORDS)["state_name"]
+    child = ok(kernel, "import copy\nold = data\ndata = copy.deepcopy(data)", parent)["state_name"]
+    assert printed(kernel, "old[0]['id'] = -1\nprint(old is data, data[0]['id'])",
+                   child) == "False 0\n"
+
+
+def test_records_two_names_came_to_share_stay_shared():
+    """Each list is still equal to what it was, but now they share a dict."""
+    kernel = SnapshotKernel()
+    parent = ok(kernel, RECORDS + "\nimport copy\nother = copy.deepcopy(data)")["state_name"]
+    child = ok(kernel, "other[5] = data[5]", parent)["state_name"]
+    assert printed(kernel, "data[5]['name'] = 'x'\nprint(other[5] is data[5], other[5]['name'])",
+                   child) == "True x\n"
+
+
+def test_a_record_replaced_by_an_equal_one_is_not_one_with_a_name_holding_the_old():
+    kernel = SnapshotKernel()
+    parent = ok(kernel, RECORDS)["state_name"]
+    child = ok(kernel, "import copy\nkeep = data[4]\ndata[4] = copy.deepcopy(data[4])",
+               parent)["state_name"]
+    assert printed(kernel, "keep['name'] = 'x'\nprint(keep is data[4], data[4]['name'])",
+                   child) == "False n4\n"
