@@ -22,13 +22,13 @@ has its rest copied in then, and out with it.
 
 import builtins
 
-from ..copying.names import collector_off, copy_more, copy_names
-from ..copying.plain import PLAIN_CONTAINERS, held_ids, same_plain
+from ..copying.names import copy_more, copy_names
 from ..copying.dispatch import ATOMIC, PartShared
 from ..copying.stored import STORED_GLOBALS, reading
 from ..copying.covariables import sizeof
 from ..runtime.places import ABSENT
 from .reach import binds_first, code_needs, deleted_only
+from .kept import KeptPlain
 from .storage import DELETED, GONE, Entry, Group
 
 TOUCHED, WHOLE = "touched", "whole"  # copy modes: see Working.open
@@ -47,7 +47,7 @@ class _Unread:
 UNREAD = _Unread()
 
 
-class Working:
+class Working(KeptPlain):
     """The private namespace of one execution, filled from ``state``."""
 
     def __init__(self, state, mode=TOUCHED, buffers=None, provided=None):
@@ -299,46 +299,6 @@ class Working:
             if name not in kept and not self._unchanged(group, stored, copier.shared):
                 changes[name] = Entry(name, stored[name], group, copier.shared.get(name))
         return changes
-
-    def _plain_as_read(self, touched):
-        """The names of ``touched`` that still hold the copy made of their stored value, in
-        a group of their own, where that is plain data (``copying/plain.py``) the cell left
-        as it read it: the stored value is kept without a copy out, unless a name copied out
-        holds a part of it (``_copied_out``). A list of 100,000 records a cell only read
-        took 0.6 s to copy out and find unchanged. (Not a name rebound to an equal value: a
-        name still holding the copy would become that value too.)"""
-        found = []
-        for name in touched:
-            origin, entry = self.copied.get(name, UNREAD), self.source.get(name)
-            if (origin is UNREAD or entry is None or entry.shared is not None
-                    or len(entry.group.names) != 1):
-                continue
-            value = self.namespace[name]
-            if (self.origins.get(id(value)) is origin and type(value) in PLAIN_CONTAINERS
-                    and len(value) == len(origin)  # (an append is told without a pickle)
-                    and same_plain(value, origin)):
-                found.append(name)
-        return found
-
-    def _reached(self, as_read, copier):
-        """The names of ``as_read`` whose stored value would not keep what other names
-        share with them: another name holds a dict, list or set they hold (copied by
-        ``copier``, or another of them), or what was copied in as a part of one and is held
-        by a name ``copier`` copied (its copy would be that part, now not the name's). A
-        value the copier shared whole was not walked: any of them may be a part of it."""
-        if copier.shared or copier.shared_whole or copier.shared_parts:
-            return as_read
-        copied = len(copier.memo) > copier.memo_from_arguments
-        if not (copied or len(as_read) > 1):
-            return []
-        held = {name: collector_off(held_ids, self.namespace[name]) for name in as_read}
-        parts = {id(self.origins[key]) for key in copier.memo if key in self.origins}
-        was = {name: collector_off(held_ids, self.copied[name]) for name in as_read} if (
-            parts) else {}
-        return [name for name in as_read if not held[name].isdisjoint(copier.memo)
-                or parts and not was[name].isdisjoint(parts)
-                or any(not held[name].isdisjoint(held[other]) for other in as_read
-                       if other != name)]
 
     def _copy_rest_in(self, names):
         """Copy in ``names``, their groups whole, and what their functions need (their
