@@ -77,9 +77,9 @@ def give_back():
 class Sweeper:
     """Collects the garbage deleted states leave, on a thread of its own, once ``idle()``
     (no cell runs) has held for ``QUIET`` seconds since a cell last ended (``cell_ended``)
-    and ``settled()`` (the threads of cells
-    that ended have let go of what they held: a reply goes before its thread's frames
-    unwind); deletes that come meanwhile are swept together. A cell that starts during a
+    and ``settled()`` (the threads of cells that ended have let go of what they held: a
+    reply goes before its thread's frames unwind); deletes that come meanwhile are swept
+    together. A cell that starts during a
     collection waits for it, as it would for the one it would otherwise have run itself.
     With ``freeze``, it also settles what each cell left (see the module's docstring)."""
 

@@ -26,14 +26,14 @@ class _PlainPickler(pickle.Pickler):
         raise _NotPlain
 
 
-def plain_pickle(value, pickler=_PlainPickler):
+def plain_pickle(value):
     """The pickle of ``value`` if it is a container of plain data, else None (and None if
     a thread changes it meanwhile)."""
     if type(value) not in PLAIN_CONTAINERS:
         return None
     file = io.BytesIO()
     try:
-        pickler(file, protocol=5).dump(value)
+        _PlainPickler(file, protocol=5).dump(value)
     except (_NotPlain, RuntimeError, RecursionError, pickle.PicklingError):
         return None  # (RuntimeError: it changed size while it was written)
     return file.getvalue()

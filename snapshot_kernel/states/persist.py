@@ -170,13 +170,13 @@ _MOVED = {"snapshot_kernel.persist": __name__,
           "snapshot_kernel.handlers": "snapshot_kernel.copying.handlers"}
 
 
-
 def where(module, name):
     """The module that holds what a pickle names ``module.name`` (it may have moved)."""
     module = _MOVED.get(module, module)
     if module == __name__ and name in reductions.NAMED_IN_PICKLES:
         return reductions.__name__
     return module
+
 
 class Unpickler(pickle.Unpickler):
     """Loads what ``Pickler`` wrote; blobs are opened in ``directory``."""
