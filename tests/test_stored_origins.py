@@ -283,3 +283,45 @@ def test_a_record_replaced_by_an_equal_one_is_not_one_with_a_name_holding_the_ol
                parent)["state_name"]
     assert printed(kernel, "keep['name'] = 'x'\nprint(keep is data[4], data[4]['name'])",
                    child) == "False n4\n"
+
+
+def test_plain_data_a_cell_read_or_wrote_keeps_its_cycles_and_sharing(tmp_path):
+    """Plain data that refers to itself and shares parts, read (kept as stored) and written
+    three ways, before and after a restart."""
+    kernel = SnapshotKernel(state_dir=str(tmp_path))
+    parent = ok(kernel, "L = [1, {'k': [2]}, -0.0]\nL.append(L)\nL[1]['again'] = L[1]['k']\n"
+                        "t = (L, L[1])")["state_name"]
+    probe = "print(L[3] is L, L[1]['again'] is L[1]['k'], t[0] is L, t[1] is L[1], L[2])"
+    seen = "True True True True -0.0\n"
+    assert printed(kernel, probe, parent) == seen
+    check_changes(kernel, tmp_path, True, parent, probe, seen, {
+        "a list inside written": ("L[1]['k'].append(3)\nprint(L[1]['again'])",
+                                  "True True True True -0.0\n"),
+        "the cycle broken": ("L[3] = 'end'", "False True True True -0.0\n"),
+        "a part unshared": ("L[1]['again'] = list(L[1]['k'])", "True False True True -0.0\n"),
+    })
+
+
+def test_records_read_beside_a_new_value_are_not_stored_again():
+    """Another name copied out does not make the records a cell only read be copied out."""
+    kernel = SnapshotKernel()
+    parent = ok(kernel, RECORDS)["state_name"]
+    whole = kernel.describe(parent)["approx_bytes"]
+    reader = ok(kernel, "summary = {'n': len(data), 'first': dict(data[0])}",
+                parent)["state_name"]
+    assert kernel.describe(reader)["approx_bytes"] < whole / 100
+    assert printed(kernel, RECORDS_PROBE, reader) == RECORDS_SEEN
+
+
+def test_records_a_cell_wrote_store_only_what_it_changed():
+    """Written plain data is copied out against what it was copied in from, so the records
+    the cell left alone are the stored ones, not new copies."""
+    kernel = SnapshotKernel()
+    parent = ok(kernel, RECORDS)["state_name"]
+    whole = kernel.describe(parent)["approx_bytes"]
+    writer = ok(kernel, "data[0]['id'] = -1\nfirst = data[3]\nfirst['name'] = 'f'",
+                parent)["state_name"]
+    assert kernel.describe(writer)["approx_bytes"] < whole / 10
+    assert printed(kernel, "print(data[0]['id'], data[3]['name'], first is data[3])",
+                   writer) == "-1 f True\n"
+    assert printed(kernel, "print(data[0]['id'], data[3]['name'])", parent) == "0 n3\n"
