@@ -39,6 +39,8 @@ class KeptPlain:
         ``copier``, or another of them), or what was copied in as a part of one and is held
         by a name ``copier`` copied (its copy would be that part, now not the name's). A
         value the copier shared whole was not walked: any of them may be a part of it."""
+        if not as_read:  # (what follows goes through every object the copier copied)
+            return []
         if copier.shared or copier.shared_whole or copier.shared_parts:
             return as_read
         copied = len(copier.memo) > copier.memo_from_arguments
