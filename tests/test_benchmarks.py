@@ -14,7 +14,7 @@ SMALL = {"run": ["--quick"], "bigdata": ["--quick"], "branches": ["--quick"],
          "cliffs": ["--quick"], "crashes": ["--quick"], "durable": ["--quick"],
          "memory": ["--quick"], "portable": ["--quick"], "sandbox": ["--quick"],
          "smallstates": ["--quick"], "settings": [], "stop": ["--quick"], "agentday": ["--quick"],
-         "gallery": ["--quick"]}
+         "gallery": ["--quick"], "repeat": ["--quick"]}
 
 
 def test_every_benchmark_is_listed():
