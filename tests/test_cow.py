@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from helpers import WAIT, ok, printed, stdout
-from snapshot_kernel.states import cow
+from snapshot_kernel.states import blobfiles, cow
 from snapshot_kernel.kernel import SnapshotKernel
 
 np = pytest.importorskip("numpy")
@@ -207,3 +207,59 @@ def test_concurrent_cells_on_one_buffer(cowk):
     assert not errors and len(replies) == 6
     assert all(stdout(reply) == "1\n" for _, reply in replies)
     assert printed(cowk, "print(int((a < 0).sum()))", parent) == "0\n"
+
+
+BEHIND = ("import hashlib, numpy as np\nrng = np.random.default_rng(0)\n"
+          "a = rng.random(1_000_000)\nb = np.arange(700_000)\nc = a[a > 0.25]\n"
+          "digests = [hashlib.sha256(x.tobytes()).hexdigest() for x in (a, b, c)]")
+SAME_DIGESTS = ("import hashlib\n"
+                "print([hashlib.sha256(x.tobytes()).hexdigest() for x in (a, b, c)] == digests)")
+
+
+def test_new_buffers_written_behind_hold_their_bytes_now_and_after_a_restart(
+        tmp_path, monkeypatch):
+    # Buffers of 4 MB and more are written to their files on threads of their own while
+    # the copy goes on (``cow.Buffers.new``): three here, two of them side by side.
+    directory = str(tmp_path / "states")
+    writers = []
+    run = blobfiles.Writer.run
+    monkeypatch.setattr(blobfiles.Writer, "run", lambda self: (writers.append(self), run(self)))
+    kernel = SnapshotKernel(state_dir=directory, private_dir=True)
+    state = ok(kernel, BEHIND)["state_name"]
+    assert len(writers) == 3
+    assert printed(kernel, SAME_DIGESTS, state) == "True\n"
+    child = ok(kernel, "a[0] = -1.0\nd = a * 2", state)["state_name"]
+    assert printed(kernel, "print(a[0], d[0], d[1] == 2 * a[1])", child) == "-1.0 -2.0 True\n"
+    assert printed(kernel, SAME_DIGESTS, state) == "True\n"  # the parent's bytes as they were
+    blobs = os.listdir(os.path.join(directory, "blobs"))
+    assert blobs and not [name for name in blobs if not name.endswith(".bin")]
+    kernel._store.close()  # what the process's end does to the catalogue's lock
+    again = SnapshotKernel(state_dir=directory, private_dir=True)
+    assert printed(again, SAME_DIGESTS, state) == "True\n"
+    assert printed(again, "print(a[0], d[0], d[1] == 2 * a[1])", child) == "-1.0 -2.0 True\n"
+
+
+def test_a_buffer_whose_write_behind_fails_stores_nothing_and_leaves_no_file(
+        tmp_path, monkeypatch):
+    import errno
+    directory = str(tmp_path / "states")
+    kernel = SnapshotKernel(state_dir=directory, private_dir=True)
+    write_at = blobfiles.write_at
+
+    def full(fd, chunk, offset):  # the disk fills up while the 8 MB buffer is written
+        if memoryview(chunk).nbytes >= cow.BEHIND:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write_at(fd, chunk, offset)
+
+    monkeypatch.setattr(blobfiles, "write_at", full)
+    code = "import numpy as np\nbig = np.ones(1_000_000)\nsmall = np.ones(200_000)"
+    reply = kernel.execute_here(code, "initial")
+    assert reply["state_name"] is None
+    assert reply["error"]["ename"] == "OSError"
+    assert "No space left on device" in reply["error"]["evalue"]
+    gc.collect()
+    assert os.listdir(os.path.join(directory, "blobs")) == []
+    assert kernel.state_names() == ["initial"]
+    monkeypatch.undo()
+    state = ok(kernel, code)["state_name"]
+    assert printed(kernel, "print(big.sum(), small.sum())", state) == "1000000.0 200000.0\n"

@@ -48,14 +48,30 @@ def copy_names(source, names, target, aliases=(), track=False, replace=(), origi
     def make():
         return Copier(namespace, aliases, track, replace, origins, buffers, seed, shared,
                       find_parts)
-    return collector_off(_copy_names, source, names, target, make, track)
+    return _written_behind(buffers, collector_off, _copy_names, source, names, target, make,
+                           track)
 
 
 def copy_more(copier, source, names, target):
     """Copy ``source[name]`` into ``target[name]`` for each of ``names`` with ``copier``,
     one that ``copy_names`` returned, as if they had been among its names."""
-    return collector_off(_copy_names, source, names, target, lambda: copier,
-                         copier.covariables is not None)
+    return _written_behind(copier.buffers, collector_off, _copy_names, source, names, target,
+                           lambda: copier, copier.covariables is not None)
+
+
+def _written_behind(buffers, function, *args):
+    """``function(*args)``, a copy, then a wait for the buffers it stored that are still
+    being written to their files (``cow.Buffers.new``): nothing may read or keep them
+    before. A copy that fails waits too, and raises its own error."""
+    if buffers is None:
+        return function(*args)
+    try:
+        result = function(*args)
+    except BaseException:
+        buffers.written(raising=False)
+        raise
+    buffers.written()
+    return result
 
 
 def collector_off(function, *args):

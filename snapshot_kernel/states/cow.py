@@ -12,7 +12,9 @@ from its blob in a few pages, its ``overlay``: the pages a cell changed.
   itself, so the anonymous pages go), so a cell that makes data pays for a
   memory copy, not for a memfd's page allocation. With a state directory,
   which saves every buffer to a file before its state is published, a new
-  contiguous buffer is written to its file at once: one copy, not two.
+  contiguous buffer is written to its file at once: one copy, not two. One of
+  ``BEHIND`` bytes or more is written by a thread of its own while the copy goes
+  on, and the copy waits for it at its end (``blobfiles``).
 * In: a private mapping of the blob with the overlay pages copied in: a
   fraction of a millisecond, whatever the size. Running code sees it through a
   window, and an unwritten mapping outlives its last window as a spare for the
@@ -36,8 +38,12 @@ import threading
 import uuid
 import weakref
 
+from . import blobfiles
+
 PAGE = mmap.PAGESIZE
 THRESHOLD = 1 << 20      # bytes: buffers at least this large are kept copy-on-write
+BEHIND = 4 << 20         # bytes: a new buffer at least this large is written to its file
+                         # by a thread of its own while the copy goes on (``Buffers.new``)
 FLATTEN = 0.25           # a stored mapping differing from its blob in more than this share
                          # of its pages becomes a new buffer
 _SEALS = getattr(fcntl, "F_SEAL_WRITE", 0) | getattr(fcntl, "F_SEAL_SHRINK", 0) | getattr(
@@ -84,6 +90,27 @@ class Blob:
         self._unnamed.clear()
 
     @classmethod
+    def unnamed_behind(cls, contents, directory):
+        """``unnamed``, its bytes written by a thread of its own while this one goes on
+        (``blobfiles.write_behind``). They may not be read, and the blob may not be kept,
+        before ``blobfiles.written()`` returns in this thread: until then its file has its
+        size but not its bytes, or its name."""
+        with memoryview(contents) as view:
+            size = view.nbytes
+        path = os.path.join(directory, f"{uuid.uuid4().hex}.bin")
+        fd = os.open(path + ".tmp", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+        try:
+            os.ftruncate(fd, size)
+            blob = cls(fd, size, path)
+        except BaseException:
+            os.close(fd)
+            blobfiles.unlink(path + ".tmp")
+            raise
+        blob._unnamed.append(path)
+        blobfiles.write_behind(blob, contents)
+        return blob
+
+    @classmethod
     def fill(cls, size, chunks, directory=None):
         """A new blob of ``size`` bytes written from ``chunks``, bytes-like objects that
         together hold exactly that many (a memfd, or a file in ``directory``)."""
@@ -98,7 +125,7 @@ class Blob:
             os.ftruncate(fd, size)
             done = 0
             for chunk in chunks:
-                done = _write_at(fd, chunk, done)
+                done = blobfiles.write_at(fd, chunk, done)
             if done != size:
                 raise ValueError(f"a blob of {size} bytes was given {done}")
             if path is None:
@@ -110,7 +137,7 @@ class Blob:
             if not written:  # failed, or interrupted: the fd would leak, the .tmp stay
                 os.close(fd)
                 if path is not None:
-                    _unlink(path + ".tmp")
+                    blobfiles.unlink(path + ".tmp")
         return cls(fd, size, path)
 
     @classmethod
@@ -187,27 +214,7 @@ def _forget(fd, unnamed, pid):
     os.close(fd)
     if os.getpid() == pid:  # not in a child a cell forked, ending while the server saves
         for path in unnamed:
-            _unlink(path)
-
-
-def _unlink(path):
-    try:
-        os.unlink(path)
-    except FileNotFoundError:  # swept meanwhile (a reset sweeps the state directory)
-        pass
-
-
-def _write_at(fd, chunk, offset):
-    """Write all of ``chunk`` at ``offset`` (pwrite beats copying into a mapping of the
-    file); returns the offset after it."""
-    data = memoryview(chunk).cast("B")
-    try:
-        done = 0
-        while done < len(data):
-            done += os.pwrite(fd, data[done:], offset + done)
-    finally:
-        data.release()
-    return offset + done
+            blobfiles.unlink(path)
 
 
 def anonymous(size, fill):
@@ -340,5 +347,14 @@ class Buffers:
         if self.directory is not None and contents is not None:
             # A state directory saves each new buffer to a file before its state is
             # published: written there now, it is copied once, not into memory and again.
+            # A large one is written behind: the caller calls ``written`` before anything
+            # reads it (``copying.names``: at the end of each copy).
+            if size >= BEHIND:
+                return Blob.unnamed_behind(contents, self.directory).map(stored=True)
             return Blob.unnamed(contents, self.directory).map(stored=True)
         return anonymous(size, fill)
+
+    @staticmethod
+    def written(raising=True):
+        """See ``blobfiles.written``."""
+        blobfiles.written(raising)
