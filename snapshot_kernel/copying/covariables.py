@@ -75,6 +75,8 @@ class CoVariables:
         self._lists[fresh].append(obj)  # counted when asked: ``_count``
 
     def _count(self):
+        """Add the bytes of the objects ``copied`` listed to their names' counts, stored
+        and new apart, and forget them: once per copy, in a few C loops (``_footprint``)."""
         for name, (stored, new) in self._made.items():
             self.add_bytes(name, _footprint(stored), False)
             self.add_bytes(name, _footprint(new), True)
