@@ -4,6 +4,7 @@
     python benchmarks/cliffs.py --quick       # smaller: a smoke run
     python benchmarks/cliffs.py --in-memory   # the product started --in-memory
     python benchmarks/cliffs.py --only figure # the rows whose name holds "figure"
+    python benchmarks/cliffs.py --pause 1     # 1 s before each timed cell, as an agent
 
 A program, not a test: it prints figures and targets and exits 0 whatever they
 are. For each row a product server (as a user starts it, ``harness.py``) builds a
@@ -43,6 +44,7 @@ import harness
 from harness import heading, ms_range, running, shown_text, verdict
 
 REPEATS = 10
+PAUSE = 0.0  # seconds before each timed cell, on the server and in the plain process
 
 
 @dataclass(frozen=True)
@@ -104,14 +106,15 @@ def rows(quick):
 
 
 def plain(row):
-    """In this process: ``row``'s build, then its cell REPEATS times; prints the seconds of
-    each and what the last showed, as JSON."""
+    """In this process: ``row``'s build, then its cell REPEATS times, each after PAUSE
+    seconds; prints the seconds of each and what the last showed, as JSON."""
     import contextlib
     import io
     namespace = {"__name__": "__main__"}
     exec(compile(row.build, "<build>", "exec"), namespace)
     times, shown = [], ""
     for _ in range(REPEATS):
+        time.sleep(PAUSE)
         out = io.StringIO()
         start = time.perf_counter()
         with contextlib.redirect_stdout(out):
@@ -136,7 +139,8 @@ def _run(cell, namespace):
 
 
 def in_plain_process(row, quick):
-    command = [sys.executable, os.path.abspath(__file__), "--plain", row.name]
+    command = [sys.executable, os.path.abspath(__file__), "--plain", row.name,
+               f"--pause={PAUSE}"]
     done = subprocess.run(command + (["--quick"] if quick else []), capture_output=True,
                           text=True, timeout=harness.BUILD_TIMEOUT, check=False)
     if done.returncode != 0:
@@ -153,6 +157,7 @@ def on_server(server, row, number):
     server.execute(row.build, "initial", base, harness.BUILD_TIMEOUT)
     times, shown = [], ""
     for repeat in range(REPEATS):
+        time.sleep(PAUSE)  # (the server's sweeper settles what the last cell left, if long)
         elapsed, reply = server.execute(row.cell, base, f"{base}-{repeat}")
         times.append(elapsed)
         shown = shown_text(reply)
@@ -224,8 +229,12 @@ def main(argv=None):
                         help="the product started --in-memory (default: as it starts by "
                              "default, its states in a private directory)")
     parser.add_argument("--only", help="the rows whose name holds this (`figure`, `views`)")
+    parser.add_argument("--pause", type=float, default=0.0,
+                        help="seconds before each timed cell, on both sides (default 0)")
     parser.add_argument("--plain", help=argparse.SUPPRESS)  # the baseline process's row
     args = parser.parse_args(argv)
+    global PAUSE
+    PAUSE = args.pause
     if args.plain is not None:
         plain(next(row for row in rows(args.quick) if row.name == args.plain))
         return
@@ -233,7 +242,8 @@ def main(argv=None):
         harness.product_options("--in-memory")
     started = time.perf_counter()
     print(f"python {sys.version.split()[0]}; product: "
-          f"{' '.join(harness.COMMANDS['product'][0][5:]) or 'as by default'}")
+          f"{' '.join(harness.COMMANDS['product'][0][5:]) or 'as by default'}"
+          + (f"; {PAUSE:g} s before each timed cell" if PAUSE else ""))
     print_rows(measure(args.quick, args.only))
     print(f"\n(ran in {time.perf_counter() - started:.0f} s)")
 

@@ -11,7 +11,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # benchmark -> its arguments for a small run (settings.py is small as it is)
 SMALL = {"run": ["--quick"], "bigdata": ["--quick"], "branches": ["--quick"],
-         "cliffs": ["--quick"], "crashes": ["--quick"], "durable": ["--quick"],
+         "cliffs": ["--quick", "--pause", "0.01"], "crashes": ["--quick"],
+         "durable": ["--quick"],
          "memory": ["--quick"], "portable": ["--quick"], "sandbox": ["--quick"],
          "smallstates": ["--quick"], "settings": [], "stop": ["--quick"], "agentday": ["--quick"],
          "gallery": ["--quick"], "repeat": ["--quick"]}
