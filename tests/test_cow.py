@@ -263,3 +263,25 @@ def test_a_buffer_whose_write_behind_fails_stores_nothing_and_leaves_no_file(
     monkeypatch.undo()
     state = ok(kernel, code)["state_name"]
     assert printed(kernel, "print(big.sum(), small.sum())", state) == "1000000.0 200000.0\n"
+
+
+def test_an_interrupt_before_a_buffer_written_behind_is_named_leaves_no_file(
+        tmp_path, monkeypatch):
+    directory = str(tmp_path / "states")
+    kernel = SnapshotKernel(state_dir=directory, private_dir=True)
+    replace = os.replace
+
+    def interrupted(source, target):  # lands as the copy names the file it wrote behind
+        if source.endswith(".bin.tmp"):
+            raise KeyboardInterrupt
+        return replace(source, target)
+
+    monkeypatch.setattr(blobfiles.os, "replace", interrupted)
+    reply = kernel.execute_here("import numpy as np\nbig = np.ones(1_000_000)", "initial")
+    monkeypatch.undo()
+    assert reply["state_name"] is None
+    assert reply["error"]["ename"] == "KeyboardInterrupt"
+    gc.collect()
+    assert os.listdir(os.path.join(directory, "blobs")) == []
+    state = ok(kernel, "import numpy as np\nbig = np.ones(1_000_000)")["state_name"]
+    assert printed(kernel, "print(big.sum())", state) == "1000000.0\n"

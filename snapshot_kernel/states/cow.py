@@ -106,7 +106,9 @@ class Blob:
             os.close(fd)
             blobfiles.unlink(path + ".tmp")
             raise
-        blob._unnamed.append(path)
+        # Both names go with the blob unless a catalogue keeps it: ``written`` gives it its
+        # name, but an interrupt landing there may leave it under the temporary one.
+        blob._unnamed.extend((path, path + ".tmp"))
         blobfiles.write_behind(blob, contents)
         return blob
 
