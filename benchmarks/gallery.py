@@ -5,7 +5,8 @@ against a fresh plain process replaying each example.
     python benchmarks/gallery.py --quick          # the three shortest files: a smoke run
     python benchmarks/gallery.py --examples DIR   # every plot_*.py under DIR (sklearn's examples/)
     python benchmarks/gallery.py --only kmeans    # the examples whose file name holds "kmeans"
-    python benchmarks/gallery.py --pause 1        # 1 s between cells, as an agent reading replies
+    python benchmarks/gallery.py --pause 1        # 1 s before each cell, as an agent reading
+                                                  # replies (on the server and in the plain run)
     python benchmarks/gallery.py --server-option=--no-gc-freeze  # a server option (repeatable)
 
 A program, not a test: it prints figures and exits 0 whatever they are, and 1 only if a
@@ -35,7 +36,8 @@ formatted as IPython's display formatter does (``_repr_mimebundle_``, then each
 ``_repr_*_`` method for a mime the bundle lacks: an estimator's HTML, say), which the
 server's result carries too. It writes each cell's seconds and what it showed; the time
 covers the cell, its repr, its formats and its PNGs. Each example is replayed twice, in two
-processes; the first gives the times.
+processes; the first gives the times, with ``--pause`` as long before each cell as the
+server's cells wait (a thread pool that sleeps in a pause wakes on either side).
 A first cell is cheaper on the server, whose process imported scikit-learn before.
 
 Compared per execution (branches too, each against the plain cell): stdout, the
@@ -191,14 +193,18 @@ def shown_by_server(reply):
 # -- the plain process ----------------------------------------------------------------------
 
 
-def plain(path, into):
-    """In this process, on its main thread: ``path``'s cells in one ``__main__`` namespace;
-    writes ``[{"seconds", "stdout", "result", "error", "figures"}]`` to ``into`` as JSON."""
+def plain(path, into, pause=0.0):
+    """In this process, on its main thread: ``path``'s cells in one ``__main__`` namespace,
+    each after ``pause`` seconds; writes ``[{"seconds", "stdout", "result", "error",
+    "figures"}]`` to ``into`` as JSON."""
     with open(path, encoding="utf-8") as source:
         cells = split_cells(source.read())
     main = types.ModuleType("__main__")  # as the server and IPython: pickle finds cell names
     sys.modules["__main__"] = main
-    runs = [plain_cell(code, number, vars(main)) for number, code in enumerate(cells)]
+    runs = []
+    for number, code in enumerate(cells):
+        time.sleep(pause)  # (a library's thread pool may sleep meanwhile, as on the server)
+        runs.append(plain_cell(code, number, vars(main)))
     with open(into, "w", encoding="utf-8") as out:
         json.dump(runs, out)
 
@@ -289,13 +295,15 @@ def _is_figure(value):
     return figure is not None and isinstance(value, figure)
 
 
-def replayed(path):
-    """One fresh plain process's runs of ``path``'s cells, in a scratch directory."""
+def replayed(path, pause=0.0):
+    """One fresh plain process's runs of ``path``'s cells, each after ``pause`` seconds, in
+    a scratch directory."""
     scratch = tempfile.mkdtemp(prefix="gallery-plain-")
     into = os.path.join(scratch, "runs.json")
     try:
         done = subprocess.run([sys.executable, os.path.abspath(__file__), "--plain", path,
-                               "--into", into], cwd=scratch, capture_output=True, text=True,
+                               "--into", into, f"--pause={pause}"], cwd=scratch,
+                              capture_output=True, text=True,
                               timeout=harness.BUILD_TIMEOUT, check=False)
         if done.returncode != 0:
             raise harness.ServerFailed(f"the plain process failed on {path}: "
@@ -382,7 +390,7 @@ def measure_example(server, number, path, pause=0.0):
     """The executions of one example, each against its plain run."""
     with open(path, encoding="utf-8") as source:
         cells = split_cells(source.read())
-    first = replayed(path)
+    first = replayed(path, pause)  # the times: paused as the server's cells are
     runs = on_server(server, number, cells, pause)
     second = replayed(path)
     expected = [as_shown(run) for run in first]
@@ -542,15 +550,16 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help=f"the {QUICK_EXAMPLES} smallest files only: a smoke run")
     parser.add_argument("--pause", type=float, default=0.0,
-                        help="seconds between cells on the server (default 0: back to back), "
-                             "as a client that reads each reply before the next")
+                        help="seconds before each cell, on the server and in the plain run "
+                             "that gives the times (default 0: back to back), as a client "
+                             "that reads each reply before the next")
     parser.add_argument("--server-option", action="append", default=[],
                         help="an option for the server's command line (repeatable)")
     parser.add_argument("--plain", help=argparse.SUPPRESS)  # the oracle's example ...
     parser.add_argument("--into", help=argparse.SUPPRESS)  # ... and where its runs go
     args = parser.parse_args(argv)
     if args.plain is not None:
-        plain(args.plain, args.into)
+        plain(args.plain, args.into, args.pause)
         return
     missing = missing_library()
     if missing is not None:
