@@ -242,8 +242,6 @@ def test_new_buffers_written_behind_hold_their_bytes_now_and_after_a_restart(
 def test_a_buffer_whose_write_behind_fails_stores_nothing_and_leaves_no_file(
         tmp_path, monkeypatch):
     import errno
-    directory = str(tmp_path / "states")
-    kernel = SnapshotKernel(state_dir=directory, private_dir=True)
     write_at = blobfiles.write_at
 
     def full(fd, chunk, offset):  # the disk fills up while the 8 MB buffer is written
@@ -251,24 +249,13 @@ def test_a_buffer_whose_write_behind_fails_stores_nothing_and_leaves_no_file(
             raise OSError(errno.ENOSPC, "No space left on device")
         return write_at(fd, chunk, offset)
 
-    monkeypatch.setattr(blobfiles, "write_at", full)
-    code = "import numpy as np\nbig = np.ones(1_000_000)\nsmall = np.ones(200_000)"
-    reply = kernel.execute_here(code, "initial")
-    assert reply["state_name"] is None
-    assert reply["error"]["ename"] == "OSError"
-    assert "No space left on device" in reply["error"]["evalue"]
-    gc.collect()
-    assert os.listdir(os.path.join(directory, "blobs")) == []
-    assert kernel.state_names() == ["initial"]
-    monkeypatch.undo()
-    state = ok(kernel, code)["state_name"]
-    assert printed(kernel, "print(big.sum(), small.sum())", state) == "1000000.0 200000.0\n"
+    error = _fails_leaving_no_file(tmp_path, monkeypatch, blobfiles, "write_at", full)
+    assert error["ename"] == "OSError"
+    assert "No space left on device" in error["evalue"]
 
 
 def test_an_interrupt_before_a_buffer_written_behind_is_named_leaves_no_file(
         tmp_path, monkeypatch):
-    directory = str(tmp_path / "states")
-    kernel = SnapshotKernel(state_dir=directory, private_dir=True)
     replace = os.replace
 
     def interrupted(source, target):  # lands as the copy names the file it wrote behind
@@ -276,12 +263,24 @@ def test_an_interrupt_before_a_buffer_written_behind_is_named_leaves_no_file(
             raise KeyboardInterrupt
         return replace(source, target)
 
-    monkeypatch.setattr(blobfiles.os, "replace", interrupted)
-    reply = kernel.execute_here("import numpy as np\nbig = np.ones(1_000_000)", "initial")
+    error = _fails_leaving_no_file(tmp_path, monkeypatch, blobfiles.os, "replace", interrupted)
+    assert error["ename"] == "KeyboardInterrupt"
+
+
+def _fails_leaving_no_file(tmp_path, monkeypatch, where, name, stand_in):
+    """The error of a cell making an 8 MB buffer while ``where.name`` is ``stand_in``,
+    having checked that it stored nothing and left no blob file, and that the same cell
+    stores once ``where.name`` is itself again."""
+    directory = str(tmp_path / "states")
+    kernel = SnapshotKernel(state_dir=directory, private_dir=True)
+    code = "import numpy as np\nbig = np.ones(1_000_000)\nsmall = np.ones(200_000)"
+    monkeypatch.setattr(where, name, stand_in)
+    reply = kernel.execute_here(code, "initial")
     monkeypatch.undo()
     assert reply["state_name"] is None
-    assert reply["error"]["ename"] == "KeyboardInterrupt"
+    assert kernel.state_names() == ["initial"]
     gc.collect()
     assert os.listdir(os.path.join(directory, "blobs")) == []
-    state = ok(kernel, "import numpy as np\nbig = np.ones(1_000_000)")["state_name"]
-    assert printed(kernel, "print(big.sum())", state) == "1000000.0\n"
+    state = ok(kernel, code)["state_name"]
+    assert printed(kernel, "print(big.sum(), small.sum())", state) == "1000000.0 200000.0\n"
+    return reply["error"]

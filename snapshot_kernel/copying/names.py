@@ -65,12 +65,12 @@ def _written_behind(buffers, function, *args):
     before. A copy that fails waits too, and raises its own error."""
     if buffers is None:
         return function(*args)
+    copied = False
     try:
         result = function(*args)
-    except BaseException:
-        buffers.written(raising=False)
-        raise
-    buffers.written()
+        copied = True
+    finally:
+        buffers.written(raising=copied)
     return result
 
 

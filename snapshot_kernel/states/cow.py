@@ -99,13 +99,14 @@ class Blob:
             size = view.nbytes
         path = os.path.join(directory, f"{uuid.uuid4().hex}.bin")
         fd = os.open(path + ".tmp", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+        blob = None
         try:
             os.ftruncate(fd, size)
             blob = cls(fd, size, path)
-        except BaseException:
-            os.close(fd)
-            blobfiles.unlink(path + ".tmp")
-            raise
+        finally:
+            if blob is None:  # failed, or interrupted: the fd would leak, the .tmp stay
+                os.close(fd)
+                blobfiles.unlink(path + ".tmp")
         # Both names go with the blob unless a catalogue keeps it: ``written`` gives it its
         # name, but an interrupt landing there may leave it under the temporary one.
         blob._unnamed.extend((path, path + ".tmp"))
