@@ -101,9 +101,10 @@ class SnapshotKernel(Running, Storing, Deadlines, Checkpointing, Porting, Descri
         self.copy_mode = copy_mode
         self._store = (None if state_dir is None
                        else Store(state_dir, None, max_memory, private=private_dir))
-        blob_dir = None if self._store is None else self._store.blob_dir
+        blob_dir, reserve_dir = ((None, None) if self._store is None
+                                 else (self._store.blob_dir, self._store.reserve_dir))
         self.buffers = (None if copy_on_write is None
-                        else cow.Buffers.probe(copy_on_write, blob_dir))
+                        else cow.Buffers.probe(copy_on_write, blob_dir, reserve_dir))
         self._threads = CellThreads()
         self._lock = threading.Lock()
         self._states = {INITIAL: self._initial()}
@@ -158,6 +159,8 @@ class SnapshotKernel(Running, Storing, Deadlines, Checkpointing, Porting, Descri
         del dropped  # freed outside the lock
         if self._store is not None:
             self._store.reset(initial)
+        if self.buffers is not None:
+            self.buffers.let_go()
         heap.give_back()
         self._sweeper.soon()
         return [INITIAL]
@@ -307,6 +310,8 @@ class SnapshotKernel(Running, Storing, Deadlines, Checkpointing, Porting, Descri
         supervisor = getattr(self, "_supervisor", None)
         if supervisor is not None:  # it ends at its next check, the kernel being closed
             supervisor.join(max(0.0, deadline - time.monotonic()) + 1.0)
+        if self.buffers is not None:
+            self.buffers.let_go(wait=1.0)
         if self._store is not None and not self._running_runs():
             self._store.close()
         self._gate.apply_if_idle(settings.Process({}, {}, {}).claims(self.server))

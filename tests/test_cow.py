@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -284,3 +285,138 @@ def _fails_leaving_no_file(tmp_path, monkeypatch, where, name, stand_in):
     state = ok(kernel, code)["state_name"]
     assert printed(kernel, "print(big.sum(), small.sum())", state) == "1000000.0 200000.0\n"
     return reply["error"]
+
+
+def _reserved(kernel, directory, size):
+    """The paths of the files allocated ahead in a state directory, once they hold
+    ``size`` bytes (a thread of their own allocates them, as a copy ends)."""
+    deadline = time.monotonic() + WAIT
+    while kernel.buffers.reserve.size != size and time.monotonic() < deadline:
+        time.sleep(0.01)
+    reserve = os.path.join(directory, "reserve")
+    return sorted(os.path.join(reserve, name) for name in os.listdir(reserve))
+
+
+def test_a_new_buffer_is_written_into_a_file_allocated_ahead_for_its_size(tmp_path):
+    # Writing into pages allocated ahead is a copy; into a new file, an allocation too.
+    directory = str(tmp_path / "states")
+    kernel = SnapshotKernel(state_dir=directory, private_dir=True)
+    state = ok(kernel, "import numpy as np\nbig = np.full(1_000_000, 2.0)")["state_name"]
+    [reserved] = _reserved(kernel, directory, 8_000_000)  # for the 8 MB the cell wrote
+    assert os.path.getsize(reserved) == 8_000_000
+    blobs = os.path.join(directory, "blobs")
+    inode, before = os.stat(reserved).st_ino, set(os.listdir(blobs))
+    child = ok(kernel, "twice = big * 2", state)["state_name"]
+    [new] = set(os.listdir(blobs)) - before
+    assert os.stat(os.path.join(blobs, new)).st_ino == inode
+    assert not os.path.exists(reserved)
+    assert printed(kernel, "print(twice.sum(), big.sum())", child) == "4000000.0 2000000.0\n"
+    assert len(_reserved(kernel, directory, 8_000_000)) == 1  # again, for the next
+    kernel._store.close()  # what the process's end does to the catalogue's lock
+    again = SnapshotKernel(state_dir=directory, private_dir=True)
+    assert _reserved(again, directory, 0) == []  # a crash's are swept at start
+    assert printed(again, "print(twice.sum(), big.sum())", child) == "4000000.0 2000000.0\n"
+
+
+def test_files_allocated_ahead_go_with_a_reset_and_a_shutdown(tmp_path):
+    directory = str(tmp_path / "states")
+    kernel = SnapshotKernel(state_dir=directory, private_dir=True)
+    cell = "import numpy as np\nbig = np.ones(600_000)\nsmall = np.ones(200_000)"
+    ok(kernel, cell)
+    assert len(_reserved(kernel, directory, 6_400_000)) == 2  # 4.8 MB (behind), 1.6 MB
+    kernel.reset()
+    assert _reserved(kernel, directory, 0) == []
+    assert kernel.buffers.reserve.size == 0  # and their memory: no file is open
+    ok(kernel, cell)
+    assert len(_reserved(kernel, directory, 6_400_000)) == 2
+    kernel.shutdown()
+    assert _reserved(kernel, directory, 0) == []
+    assert "snapshot-kernel-reserve" not in [thread.name for thread in threading.enumerate()]
+
+
+def test_a_buffer_is_written_as_before_where_files_cannot_be_allocated_ahead(
+        tmp_path, monkeypatch):
+    import errno
+
+    allocate = os.posix_fallocate
+
+    def full(fd, offset, size):  # for files allocated ahead (the redo log is, too)
+        if "/reserve-" in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return allocate(fd, offset, size)
+
+    monkeypatch.setattr(blobfiles.os, "posix_fallocate", full)
+    directory = str(tmp_path / "states")
+    kernel = SnapshotKernel(state_dir=directory, private_dir=True)
+    state = ok(kernel, "import numpy as np\nbig = np.full(1_000_000, 2.0)")["state_name"]
+    child = ok(kernel, "twice = big * 2", state)["state_name"]
+    assert printed(kernel, "print(twice.sum(), big.sum())", child) == "4000000.0 2000000.0\n"
+    assert kernel.buffers.reserve.size == 0
+    assert [name for name in os.listdir(os.path.join(directory, "blobs"))
+            if not name.endswith(".bin")] == []
+    assert os.listdir(os.path.join(directory, "reserve")) == []
+
+
+def test_a_file_allocated_ahead_is_taken_for_sizes_up_to_it_and_down_to_half(tmp_path):
+    page, target = cow.PAGE, str(tmp_path / "taken")
+    reserve = blobfiles.Reserve(str(tmp_path))
+    assert reserve.take(target, 4 * page) is None  # none yet: one is asked for
+    _allocated(reserve, 4 * page)
+    assert reserve.take(target, 4 * page + 1) is None  # too small
+    assert reserve.take(target, 2 * page - 1) is None  # more than twice as big: kept
+    fd = reserve.take(target, 3 * page)
+    try:
+        assert os.fstat(fd).st_size == 3 * page == os.path.getsize(target)
+    finally:
+        os.close(fd)
+    assert reserve.size == 0
+    _allocated(reserve, (4 * page + 1) + (2 * page - 1) + 3 * page)  # the three asked for
+    reserve.clear()
+    assert os.listdir(tmp_path) == ["taken"]
+
+
+def test_files_allocated_ahead_past_their_cap_go_oldest_first(tmp_path):
+    page, target = cow.PAGE, str(tmp_path / "taken")
+    reserve = blobfiles.Reserve(str(tmp_path), cap=5 * page)
+    for size in (2 * page, 3 * page, 4 * page):
+        assert reserve.take(target, size) is None
+    _allocated(reserve, 4 * page)  # 2 + 3 = 5 pages, then 9: the 2 and the 3 go
+    deadline = time.monotonic() + WAIT  # (their files are removed outside the lock)
+    while len(os.listdir(tmp_path)) > 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [os.path.getsize(tmp_path / name) for name in os.listdir(tmp_path)] == [4 * page]
+    os.close(reserve.take(target, 2 * page))
+    assert reserve.size == 0
+    assert reserve.take(target + "-big", 6 * page) is None  # over the cap: never asked for
+    _allocated(reserve, 2 * page)
+
+
+FORKED_RESERVE = """
+import os, sys, time
+from snapshot_kernel.states import blobfiles
+reserve = blobfiles.Reserve(sys.argv[1])
+reserve.take(os.path.join(sys.argv[1], "x"), 4096)
+reserve.refill()
+while reserve.size == 0:
+    time.sleep(0.01)
+child = os.fork()
+if child == 0:  # a process a cell forked must not take, or give back, the server's file
+    os._exit(reserve.take(os.path.join(sys.argv[1], "y"), 4096) is None
+             and (reserve.clear() or True) and 7)
+print(os.waitpid(child, 0)[1] >> 8, reserve.size, len(os.listdir(sys.argv[1])))
+"""
+
+
+def test_a_forked_child_neither_takes_nor_gives_back_the_files_allocated_ahead(tmp_path):
+    done = subprocess.run([sys.executable, "-c", FORKED_RESERVE, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout == "7 4096 1\n", done.stderr
+
+
+def _allocated(reserve, size):
+    """Wait until ``reserve`` holds ``size`` bytes, what ``take`` asked for allocated."""
+    reserve.refill()
+    deadline = time.monotonic() + WAIT
+    while reserve.size != size and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert reserve.size == size

@@ -1,9 +1,11 @@
 """Writing a blob's file (``cow.Blob``): at once, or behind, by a thread of its own while
 the copy that stored it goes on (``write_behind``), which waits for it at its end
-(``written``) before anything reads or keeps it."""
+(``written``) before anything reads or keeps it; into a file allocated ahead
+(``Reserve``) where there is one of its size."""
 
 import os
 import threading
+import uuid
 
 
 def unlink(path):
@@ -83,3 +85,134 @@ def written(raising=True):
             error = error or writer.error or OSError(f"{blob.path} was not written")
     if error is not None and raising:
         raise error
+
+
+class Reserve:
+    """Files of a state directory allocated ahead (``posix_fallocate``) for new buffers of
+    the sizes lately written, so that writing one is a copy into pages already there.
+
+    A new file's pages are made as its bytes are written: in ``/dev/shm``, a 16 MB buffer
+    took 6.0 ms to write into a new file, 2.4 into a file allocated ahead, whose allocation
+    took 3.9 (56 MB: 23.6, 8.9 and 13.2). The allocating is done by a thread of its own
+    once a copy ends (``refill``), beside the reply and the next cell. Each file ``take``
+    asks for is allocated again, up to ``cap`` bytes in all (the oldest go first; a
+    bigger buffer is written as before), and ``clear`` gives them back. That memory is
+    the price: at most ``cap`` beside the states. They sit in a directory of their own
+    (``Store.reserve_dir``), which a start sweeps: a crash may leave some behind."""
+
+    CAP = 64 << 20  # bytes held ahead at most: what a 2M-row frame's filter writes
+
+    def __init__(self, directory, cap=CAP):
+        self.directory, self.cap = directory, cap
+        self._lock = threading.Lock()
+        self._files = []   # [(size, fd, path)], oldest first
+        self._wanted = []  # sizes to allocate, newest last
+        self._filling = None  # the thread allocating, while it does
+        self._cleared = 0  # ``clear`` calls: a file allocated across one is not kept
+        self._pid = os.getpid()  # a child a cell forks must not take the server's files
+
+    @property
+    def size(self):
+        """Bytes held ahead now."""
+        with self._lock:
+            return sum(size for size, _, _ in self._files)
+
+    def take(self, path, size):
+        """An open (read-write) file named ``path`` now, of ``size`` bytes allocated ahead,
+        or None if none is held of ``size`` to twice that. Either way, a file of ``size``
+        is allocated again at the next ``refill``."""
+        if os.getpid() != self._pid:
+            return None
+        with self._lock:
+            if size <= self.cap and len(self._wanted) < 64:
+                self._wanted.append(size)
+            fits = [entry for entry in self._files if size <= entry[0] <= 2 * size]
+            if not fits:
+                return None
+            entry = min(fits, key=lambda entry: entry[0])
+            self._files.remove(entry)
+        _, fd, reserved = entry
+        taken = False
+        try:
+            os.rename(reserved, path)
+            os.ftruncate(fd, size)  # (a smaller size gives the pages past it back)
+            taken = True
+        except FileNotFoundError:  # swept: a reset sweeps the state directory
+            return None
+        finally:
+            if not taken:
+                os.close(fd)
+                unlink(reserved)
+                unlink(path)
+        return fd
+
+    def refill(self):
+        """Allocate the files ``take`` asked for, on a thread of its own."""
+        if not self._wanted or os.getpid() != self._pid:
+            return
+        with self._lock:
+            if self._filling is not None or not self._wanted:
+                return
+            thread = self._filling = threading.Thread(
+                target=self._fill, name="snapshot-kernel-reserve", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: none is allocated ahead
+            with self._lock:
+                self._filling = None
+
+    def _fill(self):
+        try:
+            while True:
+                with self._lock:
+                    if not self._wanted:
+                        return
+                    size, cleared = self._wanted.pop(0), self._cleared
+                if not self._allocate(size, cleared):
+                    with self._lock:
+                        self._wanted.clear()
+                    return
+        finally:
+            with self._lock:
+                self._filling = None
+
+    def _allocate(self, size, cleared):
+        """Add a file of ``size`` bytes allocated ahead; False if it could not be made
+        (the file system is full, or cannot allocate ahead)."""
+        path = os.path.join(self.directory, f"reserve-{uuid.uuid4().hex}")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+        except OSError:
+            return False
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError:
+            os.close(fd)
+            unlink(path)
+            return False
+        with self._lock:
+            self._files.append((size, fd, path))
+            dropped = [] if cleared == self._cleared else [self._files.pop()]
+            while sum(entry[0] for entry in self._files) > self.cap:
+                dropped.append(self._files.pop(0))
+        self._drop(dropped)
+        return True
+
+    def clear(self, wait=0.0):
+        """Give back every file held ahead, having waited up to ``wait`` seconds for the
+        thread allocating, if one is (what it allocates after is not kept)."""
+        with self._lock:
+            dropped, self._files, self._wanted = self._files, [], []
+            self._cleared += 1
+            thread = self._filling
+        if os.getpid() != self._pid:
+            return
+        self._drop(dropped)
+        if thread is not None and wait > 0:
+            thread.join(wait)
+
+    @staticmethod
+    def _drop(entries):
+        for _, fd, path in entries:
+            os.close(fd)
+            unlink(path)

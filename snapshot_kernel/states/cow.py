@@ -67,21 +67,21 @@ class Blob:
         weakref.finalize(self, _forget, fd, self._unnamed, os.getpid())
 
     @classmethod
-    def write(cls, contents, directory=None):
+    def write(cls, contents, directory=None, reserve=None):
         """A new blob holding the bytes of the contiguous buffer ``contents``: a memfd,
-        or a file in ``directory`` if one is given."""
+        or a file in ``directory`` if one is given (one of ``reserve``'s if it has one)."""
         data = memoryview(contents).cast("B")
         try:
-            return cls.fill(len(data), (data,), directory)
+            return cls.fill(len(data), (data,), directory, reserve)
         finally:
             data.release()
 
     @classmethod
-    def unnamed(cls, contents, directory):
+    def unnamed(cls, contents, directory, reserve=None):
         """``write`` to a file in ``directory`` that is deleted with the blob unless a state
         directory's catalogue comes to name it first (``keep``): a state can fail to be
         stored after its buffers were written."""
-        blob = cls.write(contents, directory)
+        blob = cls.write(contents, directory, reserve)
         blob._unnamed.append(blob.path)
         return blob
 
@@ -90,7 +90,7 @@ class Blob:
         self._unnamed.clear()
 
     @classmethod
-    def unnamed_behind(cls, contents, directory):
+    def unnamed_behind(cls, contents, directory, reserve=None):
         """``unnamed``, its bytes written by a thread of its own while this one goes on
         (``blobfiles.write_behind``). They may not be read, and the blob may not be kept,
         before ``blobfiles.written()`` returns in this thread: until then its file has its
@@ -98,10 +98,9 @@ class Blob:
         with memoryview(contents) as view:
             size = view.nbytes
         path = os.path.join(directory, f"{uuid.uuid4().hex}.bin")
-        fd = os.open(path + ".tmp", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+        fd = _new_file(path + ".tmp", size, reserve)
         blob = None
         try:
-            os.ftruncate(fd, size)
             blob = cls(fd, size, path)
         finally:
             if blob is None:  # failed, or interrupted: the fd would leak, the .tmp stay
@@ -114,18 +113,20 @@ class Blob:
         return blob
 
     @classmethod
-    def fill(cls, size, chunks, directory=None):
+    def fill(cls, size, chunks, directory=None, reserve=None):
         """A new blob of ``size`` bytes written from ``chunks``, bytes-like objects that
-        together hold exactly that many (a memfd, or a file in ``directory``)."""
+        together hold exactly that many (a memfd, or a file in ``directory``: one of
+        ``reserve``'s if it has one)."""
         path = None
         if directory is None:
             fd = os.memfd_create("snapshot-kernel", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         else:
             path = os.path.join(directory, f"{uuid.uuid4().hex}.bin")
-            fd = os.open(path + ".tmp", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+            fd = _new_file(path + ".tmp", size, reserve)
         written = False
         try:
-            os.ftruncate(fd, size)
+            if directory is None:
+                os.ftruncate(fd, size)
             done = 0
             for chunk in chunks:
                 done = blobfiles.write_at(fd, chunk, done)
@@ -213,6 +214,24 @@ class Mapping(mmap.mmap):
         return spare
 
 
+def _new_file(path, size, reserve):
+    """A new file ``path`` of ``size`` bytes, open to read and write: ``reserve``'s if it
+    holds one (``blobfiles.Reserve``), else made now."""
+    fd = reserve.take(path, size) if reserve is not None else None
+    if fd is not None:
+        return fd
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+    made = False
+    try:
+        os.ftruncate(fd, size)
+        made = True
+    finally:
+        if not made:  # failed, or interrupted: the fd would leak, the file stay
+            os.close(fd)
+            blobfiles.unlink(path)
+    return fd
+
+
 def _forget(fd, unnamed, pid):
     os.close(fd)
     if os.getpid() == pid:  # not in a child a cell forked, ending while the server saves
@@ -291,16 +310,20 @@ class Buffers:
     """Stores buffers of ``threshold`` bytes or more copy-on-write. ``probe()`` says
     whether this machine can."""
 
-    def __init__(self, threshold=THRESHOLD, directory=None):
+    def __init__(self, threshold=THRESHOLD, directory=None, reserve_dir=None):
         self.threshold = threshold
         self.directory = directory  # where blobs go: a state directory, or memfds if None
+        # files allocated ahead in ``reserve_dir`` (on the file system of ``directory``)
+        # for new buffers (``new``), allocated again as copies end
+        self.reserve = (None if directory is None or reserve_dir is None
+                        else blobfiles.Reserve(reserve_dir))
 
     def freeze(self, stored):
         """See ``freeze``; blobs go where this Buffers keeps them."""
         freeze(stored, self.directory)
 
     @staticmethod
-    def probe(threshold=THRESHOLD, directory=None):
+    def probe(threshold=THRESHOLD, directory=None, reserve_dir=None):
         """A Buffers if every mechanism above works here, else None."""
         try:
             stored = anonymous(2 * PAGE, lambda mapping: mapping.write(b"x" * (2 * PAGE)))
@@ -313,7 +336,7 @@ class Buffers:
             stored.close()
         except (OSError, AttributeError, ValueError, ImportError):
             return None
-        return Buffers(threshold, directory) if works else None
+        return Buffers(threshold, directory, reserve_dir) if works else None
 
     def map_in(self, stored):
         """A window on a running mapping with the contents of the ``stored`` one.
@@ -353,11 +376,23 @@ class Buffers:
             # A large one is written behind: the caller calls ``written`` before anything
             # reads it (``copying.names``: at the end of each copy).
             if size >= BEHIND:
-                return Blob.unnamed_behind(contents, self.directory).map(stored=True)
-            return Blob.unnamed(contents, self.directory).map(stored=True)
+                blob = Blob.unnamed_behind(contents, self.directory, self.reserve)
+            else:
+                blob = Blob.unnamed(contents, self.directory, self.reserve)
+            return blob.map(stored=True)
         return anonymous(size, fill)
 
-    @staticmethod
-    def written(raising=True):
-        """See ``blobfiles.written``."""
-        blobfiles.written(raising)
+    def written(self, raising=True):
+        """See ``blobfiles.written``; then the files new buffers took are allocated again,
+        ahead of the next (``blobfiles.Reserve``)."""
+        try:
+            blobfiles.written(raising)
+        finally:
+            if self.reserve is not None:
+                self.reserve.refill()
+
+    def let_go(self, wait=0.0):
+        """Give back the files allocated ahead (a reset; a shutdown, which ``wait``s up to
+        so many seconds for the thread allocating them to end)."""
+        if self.reserve is not None:
+            self.reserve.clear(wait)

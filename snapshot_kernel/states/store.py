@@ -2,6 +2,7 @@
 
     DIR/catalog.sqlite   the catalogue (SQLite, WAL): states, layers, groups, blobs
     DIR/blobs/*.bin      large buffers, read-only files mapped copy-on-write (``cow``)
+    DIR/reserve/*        files allocated ahead for new buffers (``blobfiles.Reserve``)
     DIR/log-*            a private directory's redo log (``redo``)
 
 It mirrors what the kernel keeps in memory. A state names a layer; a layer is
@@ -15,7 +16,7 @@ whose rows the catalogue takes later, many saves at a time. Blob files are
 complete under their final name before a row refers to them. A crash at any
 moment leaves the catalogue as it was after its last commit, and the log as it
 was after its last whole record; at start, the log is applied, and ``.tmp``
-files and blobs nothing refers to are swept.
+files, blobs nothing refers to and the files allocated ahead are swept.
 
 Loading is lazy: ``load`` builds the tree from the catalogue, and a group's
 objects are unpickled the first time a cell (or a describe) asks for them.
@@ -29,7 +30,7 @@ import os
 import pickle
 import sqlite3
 
-from . import persist
+from . import blobfiles, persist
 from .budget import Budget, GroupRecord
 from .catalogue import Catalogue, StoreError
 from ..runtime.settings import Process
@@ -96,6 +97,8 @@ class Store:
         self.private = private
         self.blob_dir = os.path.join(self.directory, "blobs")
         os.makedirs(self.blob_dir, exist_ok=True)
+        self.reserve_dir = os.path.join(self.directory, "reserve")  # on the same file system
+        os.makedirs(self.reserve_dir, exist_ok=True)
         self.buffers, self.budget = buffers, Budget(max_memory)
         self._seq = 0
         self._settings_keys = {}  # (id(held), id(shared), id(own)) -> (hash, those three)
@@ -357,12 +360,15 @@ class Store:
                                  "directory from a backup, or start with another --state-dir")
 
     def sweep(self):
-        """Delete files of the blob directory that no state refers to (left by a crash)."""
+        """Delete files of the blob directory that no state refers to (left by a crash),
+        and the files allocated ahead (``reserve_dir``)."""
         with self._catalogue.transaction() as db:
             known = {row[0] for row in db.execute("SELECT name FROM blobs")}
         for name in os.listdir(self.blob_dir):
             if name not in known:
                 self._unlink(name)
+        for name in os.listdir(self.reserve_dir):
+            blobfiles.unlink(os.path.join(self.reserve_dir, name))
 
     def close(self):
         self._catalogue.close()
