@@ -375,6 +375,21 @@ def test_a_file_allocated_ahead_is_taken_for_sizes_up_to_it_and_down_to_half(tmp
     assert os.listdir(tmp_path) == ["taken"]
 
 
+def test_a_file_allocated_ahead_that_cannot_be_taken_is_given_back(tmp_path, monkeypatch):
+    import errno
+    page, target = cow.PAGE, str(tmp_path / "taken")
+    reserve = blobfiles.Reserve(str(tmp_path))
+    assert reserve.take(target, page) is None
+    _allocated(reserve, page)
+
+    def elsewhere(source, destination):  # the reserve on a file system of its own
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(blobfiles.os, "rename", elsewhere)
+    assert reserve.take(target, page) is None  # the caller makes a file of its own
+    assert reserve.size == 0 and os.listdir(tmp_path) == []
+
+
 def test_files_allocated_ahead_past_their_cap_go_oldest_first(tmp_path):
     page, target = cow.PAGE, str(tmp_path / "taken")
     reserve = blobfiles.Reserve(str(tmp_path), cap=5 * page)

@@ -137,8 +137,8 @@ class Reserve:
             os.rename(reserved, path)
             os.ftruncate(fd, size)  # (a smaller size gives the pages past it back)
             taken = True
-        except FileNotFoundError:  # swept: a reset sweeps the state directory
-            return None
+        except OSError:  # swept (a reset sweeps the state directory), or on another
+            return None  # file system (a mount in it): the caller makes a new file
         finally:
             if not taken:
                 os.close(fd)
