@@ -318,6 +318,34 @@ def test_a_new_buffer_is_written_into_a_file_allocated_ahead_for_its_size(tmp_pa
     assert printed(again, "print(twice.sum(), big.sum())", child) == "4000000.0 2000000.0\n"
 
 
+def test_branches_storing_new_buffers_at_once_each_get_a_file_of_their_own(tmp_path):
+    directory = str(tmp_path / "states")
+    kernel = SnapshotKernel(state_dir=directory, private_dir=True)
+    state = ok(kernel, "import numpy as np\nx = np.zeros(1_000_000)")["state_name"]
+    _reserved(kernel, directory, 8_000_000)  # one file for six buffers of its size
+    children, errors = {}, []
+
+    def run(i):
+        try:
+            children[i] = ok(kernel, f"x = np.full(1_000_000, {i}.0)", state)["state_name"]
+        except AssertionError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(1, 7)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not errors and len(children) == 6
+    for i, child in children.items():
+        assert printed(kernel, "print(x.min(), x.max())", child) == f"{i}.0 {i}.0\n"
+    kernel._store.close()  # what the process's end does to the catalogue's lock
+    again = SnapshotKernel(state_dir=directory, private_dir=True)
+    for i, child in children.items():
+        assert printed(again, "print(x.min(), x.max())", child) == f"{i}.0 {i}.0\n"
+    assert printed(again, "print(x.max())", state) == "0.0\n"
+
+
 def test_files_allocated_ahead_go_with_a_reset_and_a_shutdown(tmp_path):
     directory = str(tmp_path / "states")
     kernel = SnapshotKernel(state_dir=directory, private_dir=True)
