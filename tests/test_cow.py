@@ -192,11 +192,19 @@ def test_copy_on_write_falls_back_to_copies_where_the_machine_cannot(monkeypatch
 
 def test_concurrent_cells_on_one_buffer(cowk):
     parent = make(cowk)
-    replies, errors = [], []
+    replies = _at_once(cowk, lambda i: f"a[{i}] = -{i}\nprint(int((a < 0).sum()))", parent)
+    assert all(stdout(reply) == "1\n" for reply in replies.values())
+    assert printed(cowk, "print(int((a < 0).sum()))", parent) == "0\n"
+
+
+def _at_once(kernel, code, state):
+    """``{i: reply}`` of the cells ``code(i)`` for i from 1 to 6, run at once on
+    ``state``, each of which must succeed."""
+    replies, errors = {}, []
 
     def run(i):
         try:
-            replies.append((i, ok(cowk, f"a[{i}] = -{i}\nprint(int((a < 0).sum()))", parent)))
+            replies[i] = ok(kernel, code(i), state)
         except AssertionError as exc:
             errors.append(exc)
 
@@ -206,8 +214,7 @@ def test_concurrent_cells_on_one_buffer(cowk):
     for thread in threads:
         thread.join(WAIT)
     assert not errors and len(replies) == 6
-    assert all(stdout(reply) == "1\n" for _, reply in replies)
-    assert printed(cowk, "print(int((a < 0).sum()))", parent) == "0\n"
+    return replies
 
 
 BEHIND = ("import hashlib, numpy as np\nrng = np.random.default_rng(0)\n"
@@ -323,20 +330,8 @@ def test_branches_storing_new_buffers_at_once_each_get_a_file_of_their_own(tmp_p
     kernel = SnapshotKernel(state_dir=directory, private_dir=True)
     state = ok(kernel, "import numpy as np\nx = np.zeros(1_000_000)")["state_name"]
     _reserved(kernel, directory, 8_000_000)  # one file for six buffers of its size
-    children, errors = {}, []
-
-    def run(i):
-        try:
-            children[i] = ok(kernel, f"x = np.full(1_000_000, {i}.0)", state)["state_name"]
-        except AssertionError as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(1, 7)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(WAIT)
-    assert not errors and len(children) == 6
+    replies = _at_once(kernel, lambda i: f"x = np.full(1_000_000, {i}.0)", state)
+    children = {i: reply["state_name"] for i, reply in replies.items()}
     for i, child in children.items():
         assert printed(kernel, "print(x.min(), x.max())", child) == f"{i}.0 {i}.0\n"
     kernel._store.close()  # what the process's end does to the catalogue's lock
